@@ -1,0 +1,75 @@
+import type { ScriptClient, SubscriberConnection } from './script-client.js';
+
+/** The parts of an ioredis `Redis` client latchkey uses. */
+export interface IoredisLike {
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval(source: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  defineCommand(...args: never[]): unknown;
+  duplicate(...args: never[]): IoredisLike;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+  status?: string;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  subscribe(...channels: string[]): Promise<unknown>;
+  unsubscribe(...channels: string[]): Promise<unknown>;
+}
+
+export function isIoredis(client: unknown): client is IoredisLike {
+  const c = client as Partial<IoredisLike> | null;
+  return (
+    typeof c === 'object' &&
+    c !== null &&
+    typeof c.evalsha === 'function' &&
+    typeof c.defineCommand === 'function' &&
+    typeof c.duplicate === 'function'
+  );
+}
+
+export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClient {
+  return {
+    driver: 'ioredis',
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+    createSubscriber: async () => ioredisSubscriber(client.duplicate()),
+    close: async () => {
+      if (!owned) return;
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
+}
+
+async function ioredisSubscriber(sub: IoredisLike): Promise<SubscriberConnection> {
+  // A subscriber we own: its errors are reported through reconnects, never as an unhandled 'error' event.
+  sub.on('error', () => {});
+  let connectedOnce = false;
+  const reconnectListeners: Array<() => void> = [];
+  sub.on('ready', () => {
+    if (connectedOnce) for (const l of reconnectListeners) l();
+    connectedOnce = true;
+  });
+  return {
+    subscribe: async (channel) => {
+      await sub.subscribe(channel);
+    },
+    unsubscribe: async (channel) => {
+      await sub.unsubscribe(channel);
+    },
+    onMessage: (listener) => {
+      sub.on('message', ((channel: string) => listener(channel)) as (...args: never[]) => void);
+    },
+    onReconnect: (listener) => {
+      reconnectListeners.push(listener);
+    },
+    close: async () => {
+      try {
+        await sub.quit();
+      } catch {
+        sub.disconnect();
+      }
+    },
+  };
+}

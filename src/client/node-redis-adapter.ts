@@ -1,0 +1,85 @@
+import type { ScriptClient, SubscriberConnection } from './script-client.js';
+
+interface ScriptOptions {
+  keys: string[];
+  arguments: string[];
+}
+
+/** The parts of a node-redis (v5) client latchkey uses. */
+export interface NodeRedisLike {
+  evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
+  eval(source: string, options: ScriptOptions): Promise<unknown>;
+  sendCommand(...args: never[]): unknown;
+  duplicate(...args: never[]): NodeRedisLike;
+  connect(): Promise<unknown>;
+  close?(): Promise<unknown>;
+  quit?(): Promise<unknown>;
+  destroy?(): void;
+  isOpen?: boolean;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+}
+
+export function isNodeRedis(client: unknown): client is NodeRedisLike {
+  const c = client as Partial<NodeRedisLike> | null;
+  return (
+    typeof c === 'object' &&
+    c !== null &&
+    typeof c.evalSha === 'function' &&
+    typeof c.sendCommand === 'function' &&
+    typeof c.duplicate === 'function'
+  );
+}
+
+async function closeClient(client: NodeRedisLike): Promise<void> {
+  try {
+    if (typeof client.close === 'function') await client.close();
+    else if (typeof client.quit === 'function') await client.quit();
+  } catch {
+    client.destroy?.();
+  }
+}
+
+export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptClient {
+  return {
+    driver: 'node-redis',
+    evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
+    eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
+    createSubscriber: async () => nodeRedisSubscriber(client.duplicate()),
+    close: async () => {
+      if (owned) await closeClient(client);
+    },
+  };
+}
+
+async function nodeRedisSubscriber(sub: NodeRedisLike): Promise<SubscriberConnection> {
+  // A connection we own: an unhandled 'error' event would crash the process.
+  sub.on('error', () => {});
+  let connectedOnce = false;
+  const reconnectListeners: Array<() => void> = [];
+  const messageListeners: Array<(channel: string) => void> = [];
+  sub.on('ready', () => {
+    if (connectedOnce) for (const l of reconnectListeners) l();
+    connectedOnce = true;
+  });
+  await sub.connect();
+  const onMessage = (_message: string, channel: string): void => {
+    for (const l of messageListeners) l(channel);
+  };
+  return {
+    subscribe: async (channel) => {
+      await sub.subscribe(channel, onMessage);
+    },
+    unsubscribe: async (channel) => {
+      await sub.unsubscribe(channel);
+    },
+    onMessage: (listener) => {
+      messageListeners.push(listener);
+    },
+    onReconnect: (listener) => {
+      reconnectListeners.push(listener);
+    },
+    close: () => closeClient(sub),
+  };
+}

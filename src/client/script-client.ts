@@ -1,0 +1,37 @@
+/**
+ * The slice of a Redis client latchkey needs, whatever the driver. Adapters wrap the user's
+ * client without changing it: no `defineCommand`, no listeners on it, nothing left behind.
+ */
+export interface ScriptClient {
+  /** Which driver is underneath. */
+  readonly driver: 'ioredis' | 'node-redis';
+  /** EVALSHA; rejects with the driver's error (its message starts with NOSCRIPT when the script is not cached). */
+  evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** EVAL with the full source. */
+  eval(source: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
+  createSubscriber(): Promise<SubscriberConnection>;
+  /** Close the connection: only for clients latchkey created itself (`{ url }`); a borrowed client is left open. */
+  close(): Promise<void>;
+}
+
+/** A connection in subscriber mode, owned by latchkey. */
+export interface SubscriberConnection {
+  subscribe(channel: string): Promise<void>;
+  unsubscribe(channel: string): Promise<void>;
+  /** Called with each message's channel. */
+  onMessage(listener: (channel: string) => void): void;
+  /** Called when the connection is ready again after a reconnect: messages may have been missed meanwhile. */
+  onReconnect(listener: () => void): void;
+  close(): Promise<void>;
+}
+
+/** True when a driver error is Redis's NOSCRIPT reply. */
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/** True when a driver error is Redis's WRONGTYPE reply (also when raised inside a script). */
+export function isWrongType(error: unknown): boolean {
+  return error instanceof Error && /WRONGTYPE/.test(error.message);
+}

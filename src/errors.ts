@@ -1,0 +1,194 @@
+/**
+ * Every error latchkey throws is a {@link LockError} with a stable `code`, so callers can
+ * branch on `err.code` without parsing messages. Context fields say which lock and why;
+ * `cause` carries the underlying error (a Redis reply error, a socket error) when there is one.
+ */
+
+/** The stable codes of {@link LockError}. */
+export type LockErrorCode =
+  | 'INVALID_OPTION'
+  | 'LOCK_TIMEOUT'
+  | 'ABORTED'
+  | 'LEASE_LOST'
+  | 'LEASE_RELEASED'
+  | 'BACKEND_ERROR'
+  | 'WRONG_TYPE'
+  | 'STALE_FENCE'
+  | 'CLOSED';
+
+/** Base class of every latchkey error. */
+export class LockError extends Error {
+  readonly code: LockErrorCode;
+  constructor(code: LockErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'LockError';
+    this.code = code;
+  }
+}
+
+/** An option or argument was missing, of the wrong type, or out of range. */
+export class InvalidOptionError extends LockError {
+  /** The option that was wrong (`ttl`, `wait`, `key`, `redis`, …). */
+  readonly option: string;
+  constructor(option: string, expected: string, received: unknown) {
+    super('INVALID_OPTION', `Invalid option "${option}": expected ${expected}, got ${describe(received)}.`);
+    this.name = 'InvalidOptionError';
+    this.option = option;
+  }
+}
+
+/** `acquire` waited its whole `wait` budget and the lock was still held by someone else. */
+export class LockTimeoutError extends LockError {
+  readonly key: string;
+  /** How long the caller waited, in milliseconds. */
+  readonly waited: number;
+  /** How many times the backend was asked. */
+  readonly attempts: number;
+  constructor(key: string, waited: number, attempts: number) {
+    super(
+      'LOCK_TIMEOUT',
+      `Timed out after ${Math.round(waited)} ms waiting for lock "${key}" (${attempts} attempt${attempts === 1 ? '' : 's'}); ` +
+        'it is still held by another owner. Raise `wait`, or use tryAcquire to fail at once.',
+    );
+    this.name = 'LockTimeoutError';
+    this.key = key;
+    this.waited = waited;
+    this.attempts = attempts;
+  }
+}
+
+/** A wait was cut short because its manager was closed. (An `AbortSignal` rejects with its own `reason`.) */
+export class LockAbortedError extends LockError {
+  readonly key: string;
+  constructor(key: string, why: string) {
+    super('ABORTED', `Stopped waiting for lock "${key}": ${why}.`);
+    this.name = 'LockAbortedError';
+    this.key = key;
+  }
+}
+
+/** Why a lease is no longer held. */
+export type LeaseLostReason =
+  /** The lease's validity ran out on the local monotonic clock before it was extended. */
+  | 'expired'
+  /** The lock key was gone when latchkey asked (it expired in Redis, or was deleted). */
+  | 'gone'
+  /** The lock key holds another owner's token: the lease expired and someone else took it. */
+  | 'taken'
+  /** Renewal could not reach the backend before the validity ran out. */
+  | 'unreachable';
+
+/**
+ * The lease is no longer held: found by `release()`, `extend()` or the watchdog, or because its
+ * validity ran out. `lease.signal` aborts with this error as its reason.
+ */
+export class LeaseLostError extends LockError {
+  readonly key: string;
+  readonly fence: number;
+  readonly reason: LeaseLostReason;
+  constructor(key: string, fence: number, reason: LeaseLostReason, options?: { cause?: unknown }) {
+    super('LEASE_LOST', `Lease on lock "${key}" (fence ${fence}) is lost: ${LOST_TEXT[reason]}.`, options);
+    this.name = 'LeaseLostError';
+    this.key = key;
+    this.fence = fence;
+    this.reason = reason;
+  }
+}
+
+const LOST_TEXT: Record<LeaseLostReason, string> = {
+  expired: 'its validity ran out before it was extended or released',
+  gone: 'the lock key no longer exists (it expired or was deleted)',
+  taken: 'the lock is now held by another owner (the lease expired and was taken)',
+  unreachable: 'the backend could not be reached to renew it before its validity ran out',
+};
+
+/** The reason `lease.signal` carries after a normal `release()`. */
+export class LeaseReleasedError extends LockError {
+  readonly key: string;
+  constructor(key: string) {
+    super('LEASE_RELEASED', `Lease on lock "${key}" was released.`);
+    this.name = 'LeaseReleasedError';
+    this.key = key;
+  }
+}
+
+/** The backend (Redis) failed: connection errors, script errors, replies of an unexpected shape. `cause` has the original. */
+export class BackendError extends LockError {
+  /** The operation that failed: `acquire`, `release`, `extend`, `fencedWrite`, … */
+  readonly operation: string;
+  constructor(operation: string, message: string, options?: { cause?: unknown; code?: 'BACKEND_ERROR' | 'WRONG_TYPE' }) {
+    super(options?.code ?? 'BACKEND_ERROR', `${operation} failed: ${message}`, options);
+    this.name = 'BackendError';
+    this.operation = operation;
+  }
+}
+
+/** A key latchkey uses holds a value of another type (Redis WRONGTYPE): a name clash with other data. */
+export class WrongTypeError extends BackendError {
+  readonly key: string;
+  constructor(operation: string, key: string, cause: unknown) {
+    super(
+      operation,
+      `key "${key}" holds a value of another type than latchkey expects (WRONGTYPE). ` +
+        'Another part of the application uses the same key: choose another lock name or `prefix`.',
+      { cause, code: 'WRONG_TYPE' },
+    );
+    this.name = 'WrongTypeError';
+    this.key = key;
+  }
+}
+
+/** A fenced write was refused because the resource has already accepted a higher fence. */
+export class StaleFenceError extends LockError {
+  readonly resource: string;
+  readonly fence: number;
+  readonly highest: number;
+  constructor(resource: string, fence: number, highest: number) {
+    super(
+      'STALE_FENCE',
+      `Write to "${resource}" refused: fence ${fence} is older than fence ${highest} the resource has already accepted. ` +
+        'This writer lost its lease; stop and do not retry with the same fence.',
+    );
+    this.name = 'StaleFenceError';
+    this.resource = resource;
+    this.fence = fence;
+    this.highest = highest;
+  }
+}
+
+/** The manager was closed; it takes no more calls. */
+export class ClosedError extends LockError {
+  constructor() {
+    super('CLOSED', 'This latchkey manager is closed; create a new one with createLocks().');
+    this.name = 'ClosedError';
+  }
+}
+
+/**
+ * Thrown by `withLock` when the callback threw and the release then failed too, like the
+ * platform's `SuppressedError` for `await using`: `error` is the release failure and
+ * `suppressed` the callback's error.
+ */
+export class LockSuppressedError extends LockError {
+  readonly error: unknown;
+  readonly suppressed: unknown;
+  constructor(error: unknown, suppressed: unknown) {
+    super('LEASE_LOST', 'The critical section threw, and releasing its lease failed too (see `error` and `suppressed`).', {
+      cause: error,
+    });
+    this.name = 'LockSuppressedError';
+    this.error = error;
+    this.suppressed = suppressed;
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'string') return value.length > 60 ? `a string of length ${value.length}` : JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return `${typeof value} ${String(value)}`;
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  const ctor = (value as { constructor?: { name?: string } }).constructor?.name;
+  return ctor && ctor !== 'Object' ? `an instance of ${ctor}` : 'an object';
+}

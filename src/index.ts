@@ -1,0 +1,24 @@
+export { createLocks } from './locks.js';
+export type { Locks } from './locks.js';
+export type { FencedValue } from './backend/backend.js';
+export type { AcquireOptions, LocksOptions, BackendOptions } from './options.js';
+export { Lease } from './lease/lease.js';
+export type { LeaseState } from './lease/lease.js';
+export type { RenewOptions } from './lease/watchdog.js';
+export type { WaitStrategyName } from './wait/strategy.js';
+export { createMemoryStore, MemoryStore } from './backend/memory-store.js';
+export {
+  LockError,
+  InvalidOptionError,
+  LockTimeoutError,
+  LockAbortedError,
+  LeaseLostError,
+  LeaseReleasedError,
+  BackendError,
+  WrongTypeError,
+  StaleFenceError,
+  ClosedError,
+  LockSuppressedError,
+} from './errors.js';
+export type { LockErrorCode, LeaseLostReason } from './errors.js';
+export { MAX_TTL, MIN_TTL } from './validate.js';

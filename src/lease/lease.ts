@@ -1,0 +1,215 @@
+import { inspect } from 'node:util';
+import type { Backend, OwnershipReply } from '../backend/backend.js';
+import { now, validUntil } from '../clock.js';
+import { LeaseLostError, LeaseReleasedError, type LeaseLostReason } from '../errors.js';
+import type { LockKeys } from '../keys.js';
+import { checkTtl } from '../validate.js';
+import { Watchdog, type RenewOptions } from './watchdog.js';
+
+/** What a lease needs from the manager that made it. */
+export interface LeaseContext {
+  readonly backend: Backend;
+  readonly driftFactor: number;
+  /** Called once when the lease ends (released or lost), so the manager can forget it. */
+  readonly onEnd: (lease: Lease) => void;
+}
+
+/** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
+export type LeaseState = 'held' | 'released' | 'lost';
+
+const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose');
+
+/**
+ * A held lock. Created by `acquire`, `tryAcquire` and `withLock`; ended by {@link Lease.release}
+ * (or `await using`). Its {@link Lease.signal} aborts the moment the lease stops being held, with a
+ * {@link LeaseLostError} or a {@link LeaseReleasedError} as the reason: pass it to the work the
+ * lock protects so that work stops when the lock is gone.
+ */
+export class Lease implements AsyncDisposable {
+  /** The lock's name, as given to `acquire`. */
+  readonly key: string;
+  /**
+   * The fencing token: strictly greater than every earlier lease's on this lock. Send it with every
+   * write to the protected resource, which must refuse a fence lower than the highest it has seen.
+   */
+  readonly fence: number;
+  /** The TTL this lease was acquired with, in ms; `extend()` uses it by default. */
+  readonly ttl: number;
+  readonly #token: string;
+  readonly #keys: LockKeys;
+  readonly #context: LeaseContext;
+  readonly #controller = new AbortController();
+  readonly #acquiredAt: number;
+  #validUntil: number;
+  #state: LeaseState = 'held';
+  #lostError: LeaseLostError | undefined;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  #watchdog: Watchdog | undefined;
+  /** Extends and the release run one at a time, in order. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #releasing: Promise<void> | undefined;
+
+  /** @internal Made by the manager; not for direct use. */
+  constructor(context: LeaseContext, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined) {
+    this.#context = context;
+    this.#keys = keys;
+    this.key = keys.name;
+    this.#token = token;
+    this.fence = fence;
+    this.ttl = ttl;
+    this.#acquiredAt = sentAt;
+    this.#validUntil = validUntil(sentAt, ttl, context.driftFactor);
+    this.#armExpiry();
+    if (renew) this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
+  }
+
+  /** The random token that proves ownership in the backend (128 bits). Never log it. */
+  get token(): string {
+    return this.#token;
+  }
+
+  /** Aborts when the lease is released (reason: {@link LeaseReleasedError}) or lost (reason: {@link LeaseLostError}). */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /**
+   * Until when the lease is valid, in ms on the monotonic clock (`performance.now()`): the time the
+   * acquire (or last extend) was sent, plus the TTL, minus the clock-drift allowance.
+   */
+  get validUntil(): number {
+    return this.#validUntil;
+  }
+
+  /** Milliseconds of validity left (0 once expired). */
+  timeLeft(): number {
+    return this.#state === 'held' ? Math.max(0, this.#validUntil - now()) : 0;
+  }
+
+  get state(): LeaseState {
+    return this.#state;
+  }
+
+  /** True while the lease is held and valid. */
+  get held(): boolean {
+    return this.#state === 'held' && now() < this.#validUntil;
+  }
+
+  /** How long the lease has been held so far, in ms. */
+  get heldFor(): number {
+    return now() - this.#acquiredAt;
+  }
+
+  /**
+   * Sets the lease's time to live to `ttl` ms from now (default: the TTL it was acquired with).
+   * Rejects with {@link LeaseLostError} when the lease is no longer held (it expired, was deleted
+   * or was taken): extend never recreates a lock that is gone.
+   */
+  extend(ttl: number = this.ttl): Promise<void> {
+    checkTtl(ttl);
+    return this.#serial(async () => {
+      this.#assertHeld();
+      const sentAt = now();
+      const reply = await this.#context.backend.extend(this.#keys, this.#token, ttl);
+      this.#afterOwnershipReply(reply);
+      this.#assertHeld();
+      this.#validUntil = validUntil(sentAt, ttl, this.#context.driftFactor);
+      this.#armExpiry();
+    });
+  }
+
+  /**
+   * Releases the lock. Resolves when it was held until now and is released; calling it again
+   * resolves too. Rejects with {@link LeaseLostError} when the lease was lost before the release
+   * (it expired, or someone else's lease now holds the lock, which is left untouched), and with a
+   * `BackendError` when the backend could not be reached (the lease then expires by its TTL).
+   */
+  release(): Promise<void> {
+    this.#releasing ??= this.#serial(async () => {
+      this.#watchdog?.stop();
+      if (this.#state === 'released') return;
+      let reply: OwnershipReply;
+      try {
+        reply = await this.#context.backend.release(this.#keys, this.#token);
+      } catch (error) {
+        this.#releasing = undefined; // a later call may try again
+        throw error;
+      }
+      this.#afterOwnershipReply(reply);
+      if (this.#state === 'lost') throw this.#lostError;
+      this.#end('released', new LeaseReleasedError(this.key));
+    });
+    return this.#releasing;
+  }
+
+  /** `await using lease = await locks.acquire(...)` releases it at the end of the block. */
+  [asyncDispose](): Promise<void> {
+    return this.release();
+  }
+
+  /** @internal Used by the watchdog: one renewal; true when extended, false when the lease is gone. */
+  async renew(): Promise<void> {
+    await this.extend(this.ttl);
+  }
+
+  /** Whether the lease was lost, and why. */
+  get lostError(): LeaseLostError | undefined {
+    return this.#lostError;
+  }
+
+  /** Leaves the token out of JSON, so a logged lease never leaks it. */
+  toJSON(): Record<string, unknown> {
+    return { key: this.key, fence: this.fence, ttl: this.ttl, state: this.#state, timeLeft: Math.round(this.timeLeft()) };
+  }
+
+  [inspect.custom](): string {
+    return `Lease ${inspect(this.toJSON())}`;
+  }
+
+  #serial<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(step, step);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  #assertHeld(): void {
+    if (this.#state === 'held' && now() >= this.#validUntil) this.#lose(this.#lossFor('expired'));
+    if (this.#state === 'lost') throw this.#lostError;
+    if (this.#state === 'released') throw new LeaseReleasedError(this.key);
+  }
+
+  #afterOwnershipReply(reply: OwnershipReply): void {
+    if (reply !== 'ok') this.#lose(this.#lossFor(reply));
+  }
+
+  #lossFor(reason: LeaseLostReason, cause?: unknown): LeaseLostError {
+    return new LeaseLostError(this.key, this.fence, reason, cause === undefined ? undefined : { cause });
+  }
+
+  #armExpiry(): void {
+    clearTimeout(this.#expiryTimer);
+    const delay = Math.max(0, Math.ceil(this.#validUntil - now()));
+    this.#expiryTimer = setTimeout(() => {
+      if (this.#state === 'held' && now() >= this.#validUntil) {
+        this.#lose(this.#watchdog?.lastError ? this.#lossFor('unreachable', this.#watchdog.lastError) : this.#lossFor('expired'));
+      } else if (this.#state === 'held') {
+        this.#armExpiry();
+      }
+    }, delay);
+    this.#expiryTimer.unref();
+  }
+
+  #lose(error: LeaseLostError): void {
+    if (this.#state !== 'held') return;
+    this.#lostError = error;
+    this.#end('lost', error);
+  }
+
+  #end(state: Exclude<LeaseState, 'held'>, reason: Error): void {
+    this.#state = state;
+    clearTimeout(this.#expiryTimer);
+    this.#watchdog?.stop();
+    this.#context.onEnd(this);
+    this.#controller.abort(reason);
+  }
+}

@@ -1,0 +1,12 @@
+/** A Lua script compiled into the package at build time (see scripts/build-lua.mjs). */
+export interface LuaScript {
+  /** The script's name, from its file name (`release.lua` → `release`). */
+  readonly name: string;
+  /** How many `KEYS[i]` its contract header declares. */
+  readonly numberOfKeys: number;
+  /** How many `ARGV[i]` its contract header declares. */
+  readonly numberOfArgs: number;
+  /** SHA-1 of the source, for EVALSHA. */
+  readonly sha: string;
+  readonly source: string;
+}

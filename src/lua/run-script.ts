@@ -1,0 +1,47 @@
+import type { ScriptClient } from '../client/script-client.js';
+import { isNoScript, isWrongType } from '../client/script-client.js';
+import { BackendError, WrongTypeError } from '../errors.js';
+import type { LuaScript } from './lua-script.js';
+
+/**
+ * Runs a script with EVALSHA, falling back to EVAL when the server's script cache does not have
+ * it (NOSCRIPT: after a restart, a failover or SCRIPT FLUSH). EVAL caches it again.
+ * Driver errors become {@link BackendError}s (or {@link WrongTypeError}) with the original as `cause`.
+ */
+export async function runScript(
+  client: ScriptClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly string[],
+): Promise<unknown> {
+  try {
+    try {
+      return await client.evalsha(script.sha, keys, args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await client.eval(script.source, keys, args);
+    }
+  } catch (error) {
+    if (isWrongType(error)) throw new WrongTypeError(script.name, keys[0] ?? '', error);
+    throw new BackendError(script.name, describeCause(error), { cause: error });
+  }
+}
+
+function describeCause(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Narrows a script's integer reply. */
+export function asInteger(reply: unknown, script: LuaScript): number {
+  if (typeof reply === 'number' && Number.isInteger(reply)) return reply;
+  if (typeof reply === 'string' && /^-?\d+$/.test(reply)) return Number(reply);
+  throw new BackendError(script.name, `unexpected reply ${JSON.stringify(reply)} (expected an integer)`);
+}
+
+/** Narrows a script's `{status, number}` reply. */
+export function asPair(reply: unknown, script: LuaScript): [number, number] {
+  if (Array.isArray(reply) && reply.length === 2) {
+    return [asInteger(reply[0], script), asInteger(reply[1], script)];
+  }
+  throw new BackendError(script.name, `unexpected reply ${JSON.stringify(reply)} (expected a pair of integers)`);
+}

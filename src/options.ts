@@ -1,0 +1,53 @@
+import type { MemoryStore } from './backend/memory-store.js';
+import type { RenewOptions } from './lease/watchdog.js';
+import type { WaitStrategyName } from './wait/strategy.js';
+
+/** Where the locks live: exactly one of `redis`, `url` or `memory`; none means a private in-memory store. */
+export interface BackendOptions {
+  /**
+   * A client you already have: an ioredis `Redis` or a node-redis v5 client (connected).
+   * latchkey borrows it: it sends scripts through it and never modifies or closes it. For waiting
+   * it makes one subscriber connection with the client's own `duplicate()` (same TLS and ACL user).
+   */
+  readonly redis?: unknown;
+  /** A Redis URL (`redis://user:pass@host:6379/0`, `rediss://` for TLS). latchkey connects with ioredis (or node-redis if that is what is installed) and closes the connection in `close()`. */
+  readonly url?: string;
+  /** An in-memory store to share between managers in one process (from `createMemoryStore()`). */
+  readonly memory?: MemoryStore;
+}
+
+/** Options of {@link createLocks}. Every per-call option set here is the default for calls. */
+export interface LocksOptions extends BackendOptions {
+  /** Prefix of every key latchkey writes. Default `"latchkey:"`. May not contain `{` or `}`. */
+  readonly prefix?: string;
+  /** Default lease TTL in ms. Default 10000. */
+  readonly ttl?: number;
+  /** Default longest wait of `acquire` in ms (`Infinity` to wait until acquired or aborted). Default 10000. */
+  readonly wait?: number;
+  /** Default waiting strategy. Default `"notify"`. */
+  readonly strategy?: WaitStrategyName;
+  /** notify: longest sleep between attempts without a release message, ms. Default 1000. */
+  readonly recheck?: number;
+  /** Clock-drift allowance as a fraction of the TTL (plus 2 ms). Default 0.01. */
+  readonly driftFactor?: number;
+}
+
+/** Options of `acquire` and `tryAcquire`. */
+export interface AcquireOptions {
+  /** Lease time to live in ms (10 to 2147483647). Default: the manager's (10000). */
+  readonly ttl?: number;
+  /** Longest time to wait for the lock, in ms; 0 tries once. Default: the manager's (10000). Ignored by `tryAcquire`. */
+  readonly wait?: number;
+  /** Abort the wait: `acquire` then rejects with `signal.reason`. */
+  readonly signal?: AbortSignal;
+  /** How to wait; default the manager's (`"notify"`). */
+  readonly strategy?: WaitStrategyName;
+  /**
+   * Keep the lease alive with a watchdog that extends it every third of its TTL until it is
+   * released. `true` or options; default `false` for `acquire`, `true` for `withLock`.
+   */
+  readonly renew?: boolean | RenewOptions;
+}
+
+export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor'] as const;

@@ -1,0 +1,81 @@
+import { InvalidOptionError } from './errors.js';
+
+/** The longest TTL latchkey accepts: the longest delay Node.js timers can wait (about 24.8 days). */
+export const MAX_TTL = 2 ** 31 - 1;
+/** The shortest TTL: below this the clock-drift allowance leaves no validity. */
+export const MIN_TTL = 10;
+
+export function checkKey(key: unknown, option = 'key'): string {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new InvalidOptionError(option, 'a non-empty string naming the lock, e.g. "orders:42"', key);
+  }
+  return key;
+}
+
+export function checkTtl(ttl: unknown, option = 'ttl'): number {
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < MIN_TTL || ttl > MAX_TTL) {
+    throw new InvalidOptionError(
+      option,
+      `an integer number of milliseconds from ${MIN_TTL} to ${MAX_TTL} (about 24.8 days, the longest Node.js timer)`,
+      ttl,
+    );
+  }
+  return ttl;
+}
+
+/** A wait in milliseconds: a non-negative integer, or Infinity to wait until acquired or aborted. */
+export function checkWait(wait: unknown, option = 'wait'): number {
+  if (typeof wait !== 'number' || Number.isNaN(wait) || wait < 0 || (!Number.isInteger(wait) && wait !== Infinity)) {
+    throw new InvalidOptionError(option, 'a non-negative integer number of milliseconds, or Infinity', wait);
+  }
+  return wait;
+}
+
+export function checkSignal(signal: unknown, option = 'signal'): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  if (
+    typeof signal !== 'object' ||
+    signal === null ||
+    typeof (signal as AbortSignal).aborted !== 'boolean' ||
+    typeof (signal as AbortSignal).addEventListener !== 'function'
+  ) {
+    throw new InvalidOptionError(option, 'an AbortSignal (e.g. AbortSignal.timeout(5000))', signal);
+  }
+  return signal as AbortSignal;
+}
+
+export function checkFraction(value: unknown, option: string, max: number): number {
+  if (typeof value !== 'number' || !(value >= 0 && value <= max)) {
+    throw new InvalidOptionError(option, `a number from 0 to ${max}`, value);
+  }
+  return value;
+}
+
+export function checkPrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new InvalidOptionError('prefix', 'a string without "{" or "}" (latchkey adds the hash tag itself), e.g. "myapp:locks:"', prefix);
+  }
+  return prefix;
+}
+
+
+export function checkFence(fence: unknown, option = 'fence'): number {
+  if (typeof fence !== 'number' || !Number.isSafeInteger(fence) || fence < 1) {
+    throw new InvalidOptionError(option, 'a positive safe integer (a lease\'s fence)', fence);
+  }
+  return fence;
+}
+
+/** Rejects options objects that are not plain objects, and names unknown options (typos). */
+export function checkOptions<T extends object>(options: unknown, known: readonly string[], what: string): Partial<T> {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidOptionError(what, 'an options object', options);
+  }
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) {
+      throw new InvalidOptionError(`${what}.${name}`, `one of the known options (${known.join(', ')})`, name);
+    }
+  }
+  return options as Partial<T>;
+}

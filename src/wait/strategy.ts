@@ -1,0 +1,42 @@
+import { backoffDelay } from '../clock.js';
+import { InvalidOptionError } from '../errors.js';
+
+/**
+ * How a waiter learns that it may try again.
+ * - `notify` (default): the release script publishes on the lock's channel and the waiter retries
+ *   when the message arrives, when the holder's remaining TTL runs out, or at the periodic safety
+ *   re-check, whichever comes first — so a crashed holder (who never publishes) or a lost message
+ *   never leaves a waiter asleep past the lock's expiry.
+ * - `backoff`: no pub/sub; retries after an exponential delay with full jitter, capped by the
+ *   holder's remaining TTL.
+ */
+export type WaitStrategyName = 'notify' | 'backoff';
+
+export interface WaitTuning {
+  /** notify: the longest sleep between two attempts without a message, ms. Default 1000. */
+  readonly recheck: number;
+  /** backoff: first delay ceiling, ms. Default 5. */
+  readonly backoffBase: number;
+  /** backoff: largest delay ceiling, ms. Default 250. */
+  readonly backoffCap: number;
+}
+
+export const DEFAULT_TUNING: WaitTuning = { recheck: 1000, backoffBase: 5, backoffCap: 250 };
+
+export function checkStrategy(value: unknown, option = 'strategy'): WaitStrategyName {
+  if (value !== 'notify' && value !== 'backoff') {
+    throw new InvalidOptionError(option, '"notify" or "backoff"', value);
+  }
+  return value;
+}
+
+/**
+ * How long to sleep after failed attempt number `attempt` (0-based), given the holder's remaining
+ * TTL (`-1` when the key has no expiry). The holder's TTL bounds every sleep: past it the lock is
+ * free even if nobody announced it.
+ */
+export function nextDelay(strategy: WaitStrategyName, attempt: number, holderTtl: number, tuning: WaitTuning): number {
+  const untilExpiry = holderTtl >= 0 ? holderTtl + 1 : Infinity;
+  const own = strategy === 'notify' ? tuning.recheck : backoffDelay(attempt, tuning.backoffBase, tuning.backoffCap);
+  return Math.max(0, Math.min(own, untilExpiry));
+}
