@@ -129,7 +129,8 @@ class LockManager implements Locks {
   readonly #backend: Backend;
   readonly #settings: Settings;
   readonly #held = new Set<Lease>();
-  readonly #waits = new Set<AbortController>();
+  /** Waits in progress, with their lock names, so `close()` can stop them. */
+  readonly #waits = new Map<AbortController, string>();
   readonly #leaseContext: LeaseContext;
   #closed = false;
 
@@ -196,7 +197,7 @@ class LockManager implements Locks {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const wait of this.#waits) wait.abort(new LockAbortedError('*', 'the manager was closed'));
+    for (const [wait, name] of this.#waits) wait.abort(new LockAbortedError(name, 'the manager was closed'));
     const releases = [...this.#held].map((lease) => lease.release().catch(() => {}));
     await Promise.all(releases);
     await this.#backend.close();
@@ -249,7 +250,7 @@ class LockManager implements Locks {
         }
         if (!controller) {
           controller = new AbortController();
-          this.#waits.add(controller);
+          this.#waits.set(controller, name);
           signal?.addEventListener('abort', forward, { once: true });
           if (this.#closed) controller.abort(new LockAbortedError(name, 'the manager was closed'));
         }

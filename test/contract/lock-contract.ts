@@ -1,0 +1,414 @@
+/**
+ * The lock contract: every backend must pass these tests unchanged (memory, Redis via ioredis,
+ * Redis via node-redis). Each test uses its own key prefix, so nothing is flushed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import {
+  ClosedError,
+  LeaseLostError,
+  LeaseReleasedError,
+  LockAbortedError,
+  LockSuppressedError,
+  LockTimeoutError,
+  StaleFenceError,
+  type Lease,
+  type Locks,
+} from '../../src/index.js';
+import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
+
+/** Resolves when `signal` aborts, with its reason. */
+export async function aborted(signal: AbortSignal): Promise<unknown> {
+  if (!signal.aborted) await once(signal, 'abort');
+  return signal.reason;
+}
+
+const strategies = ['notify', 'backoff'] as const;
+
+export function lockContract(makeHarness: () => Promise<BackendHarness>): void {
+  let h: BackendHarness;
+  let prefix: string;
+  const locks = (settings: Parameters<BackendHarness['locks']>[0] = {}): Locks => h.locks({ prefix, ...settings });
+
+  beforeAll(async () => {
+    h = await makeHarness();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+  // A fresh prefix per test keeps tests apart without flushing anything.
+  const fresh = (): void => {
+    prefix = uniquePrefix();
+  };
+
+  describe('acquire and release', () => {
+    it('hands out a lease with a 128-bit token, a fence and a validity on the monotonic clock', async () => {
+      fresh();
+      const l = locks();
+      const before = performance.now();
+      const lease = await l.acquire('orders:42', { ttl: 5000 });
+      const after = performance.now();
+      expect(lease.key).toBe('orders:42');
+      expect(lease.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(Number.isSafeInteger(lease.fence) && lease.fence > 0).toBe(true);
+      expect(lease.validUntil).toBeGreaterThan(before + 5000 - 60);
+      expect(lease.validUntil).toBeLessThanOrEqual(after + 5000);
+      expect(lease.held).toBe(true);
+      expect(lease.signal.aborted).toBe(false);
+      expect(JSON.stringify(lease)).not.toContain(lease.token);
+      await lease.release();
+      expect(lease.state).toBe('released');
+      expect(await aborted(lease.signal)).toBeInstanceOf(LeaseReleasedError);
+    });
+
+    it('tryAcquire returns null while another lease holds the lock, and a lease once it is released', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const first = await a.acquire('k');
+      expect(await b.tryAcquire('k')).toBeNull();
+      await first.release();
+      const second = await b.tryAcquire('k');
+      expect(second).not.toBeNull();
+      expect(second!.fence).toBeGreaterThan(first.fence);
+      expect(second!.token).not.toBe(first.token);
+      await second!.release();
+    });
+
+    it('release is idempotent once it succeeded', async () => {
+      fresh();
+      const lease = await locks().acquire('k');
+      await lease.release();
+      await lease.release();
+      expect(lease.state).toBe('released');
+    });
+
+    it('await using releases the lease at the end of the block', async () => {
+      fresh();
+      const l = locks();
+      let inside: Lease | undefined;
+      {
+        await using held = await l.acquire('scoped');
+        inside = held;
+        expect(await l.tryAcquire('scoped')).toBeNull();
+      }
+      expect(inside.state).toBe('released');
+      const again = await l.tryAcquire('scoped');
+      expect(again).not.toBeNull();
+      await again!.release();
+    });
+
+    it('locks with different names do not exclude each other', async () => {
+      fresh();
+      const l = locks();
+      const [x, y] = await Promise.all([l.acquire('x'), l.acquire('y')]);
+      await Promise.all([x.release(), y.release()]);
+    });
+  });
+
+  describe('fencing tokens', () => {
+    it('grow strictly with every acquisition of a key', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      let last = 0;
+      for (let i = 0; i < 40; i++) {
+        const lease = await (i % 2 ? a : b).acquire('fenced');
+        expect(lease.fence).toBeGreaterThan(last);
+        last = lease.fence;
+        await lease.release();
+      }
+    });
+
+    it('a fenced write accepts the current fence and refuses an older one', async () => {
+      fresh();
+      const l = locks();
+      const resource = `${prefix}resource`;
+      const old = await l.acquire('res', { ttl: 5000 });
+      await l.fencedWrite(resource, 'from old', old);
+      await old.release();
+      const current = await l.acquire('res');
+      await l.fencedWrite(resource, 'from current', current);
+      await l.fencedWrite(resource, 'again from current', current.fence);
+      const refused = l.fencedWrite(resource, 'late write from old', old);
+      await expect(refused).rejects.toBeInstanceOf(StaleFenceError);
+      await expect(refused).rejects.toMatchObject({ code: 'STALE_FENCE', fence: old.fence, highest: current.fence });
+      expect(await l.fencedRead(resource)).toEqual({ value: 'again from current', fence: current.fence });
+      expect(await l.fencedRead(`${prefix}never-written`)).toBeNull();
+      await current.release();
+    });
+  });
+
+  describe('mutual exclusion', () => {
+    for (const strategy of strategies) {
+      it(`never lets two holders in at once (${strategy}, 3 managers, 24 tasks)`, async () => {
+        fresh();
+        const managers = [locks({ strategy }), locks({ strategy }), locks({ strategy })];
+        let counter = 0;
+        let inside = 0;
+        let maxInside = 0;
+        const fences: number[] = [];
+        await Promise.all(
+          Array.from({ length: 24 }, (_, i) =>
+            managers[i % 3]!.withLock('shared', { ttl: 5000, wait: 20_000 }, async (lease) => {
+              inside++;
+              maxInside = Math.max(maxInside, inside);
+              fences.push(lease.fence);
+              const read = counter;
+              await new Promise((r) => setImmediate(r));
+              counter = read + 1;
+              inside--;
+            }),
+          ),
+        );
+        expect(maxInside).toBe(1);
+        expect(counter).toBe(24);
+        expect(fences).toEqual([...fences].sort((x, y) => x - y));
+        expect(new Set(fences).size).toBe(24);
+      });
+    }
+  });
+
+  describe('waiting', () => {
+    for (const strategy of strategies) {
+      it(`a waiter gets the lock when the holder releases it (${strategy})`, async () => {
+        fresh();
+        const [a, b] = [locks({ strategy }), locks({ strategy })];
+        const holder = await a.acquire('w', { ttl: 10_000 });
+        const waiting = b.acquire('w', { wait: 10_000 });
+        await new Promise((r) => setTimeout(r, 30)); // let the waiter fail once and start waiting
+        await holder.release();
+        const next = await waiting;
+        expect(next.fence).toBeGreaterThan(holder.fence);
+        await next.release();
+      });
+
+      it(`a waiter gets the lock when the holder's TTL runs out without a release (${strategy})`, async () => {
+        fresh();
+        const [a, b] = [locks({ strategy }), locks({ strategy })];
+        const holder = await a.acquire('crashed', { ttl: 200 });
+        const started = performance.now();
+        const next = await b.acquire('crashed', { wait: 5000 });
+        // Never before the holder's TTL, and soon after it even though nobody published a release.
+        expect(performance.now() - started).toBeLessThan(200 + 500);
+        expect(next.fence).toBeGreaterThan(holder.fence);
+        await next.release();
+        await expect(holder.release()).rejects.toBeInstanceOf(LeaseLostError);
+      });
+
+      it(`rejects with a LockTimeoutError when the wait runs out (${strategy})`, async () => {
+        fresh();
+        const [a, b] = [locks({ strategy }), locks({ strategy })];
+        const holder = await a.acquire('busy', { ttl: 10_000 });
+        const started = performance.now();
+        const error = await b.acquire('busy', { wait: 150 }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockTimeoutError);
+        expect(error).toMatchObject({ code: 'LOCK_TIMEOUT', key: 'busy' });
+        expect(performance.now() - started).toBeGreaterThanOrEqual(149);
+        expect((error as LockTimeoutError).attempts).toBeGreaterThanOrEqual(2);
+        await holder.release();
+      });
+
+      it(`rejects with signal.reason when aborted, and leaves no timer behind (${strategy})`, async () => {
+        fresh();
+        const [a, b] = [locks({ strategy }), locks({ strategy })];
+        const holder = await a.acquire('abort', { ttl: 10_000 });
+        const controller = new AbortController();
+        const reason = new Error('caller gave up');
+        const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+        const waiting = b.acquire('abort', { wait: 60_000, signal: controller.signal });
+        setTimeout(() => controller.abort(reason), 50);
+        await expect(waiting).rejects.toBe(reason);
+        const timersAfter = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+        expect(timersAfter).toBeLessThanOrEqual(timersBefore);
+        await holder.release();
+        await expect(b.acquire('abort', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+      });
+    }
+
+    it('wait: 0 tries once and times out at once', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const holder = await a.acquire('once');
+      await expect(b.acquire('once', { wait: 0 })).rejects.toMatchObject({ code: 'LOCK_TIMEOUT', attempts: 1 });
+      await holder.release();
+    });
+  });
+
+  describe('a lease that expires or is taken', () => {
+    it('signals loss when its validity runs out, and its release then reports it', async () => {
+      fresh();
+      const lease = await locks().acquire('short', { ttl: 60 });
+      const reason = await aborted(lease.signal);
+      expect(reason).toBeInstanceOf(LeaseLostError);
+      expect(reason).toMatchObject({ code: 'LEASE_LOST', reason: 'expired', key: 'short' });
+      expect(lease.held).toBe(false);
+      await expect(lease.release()).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it("a holder whose lease expired cannot release the new holder's lock", async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      const stale = await a.acquire('taken', { ttl: 50 });
+      await aborted(stale.signal);
+      const fresh2 = await b.acquire('taken', { ttl: 10_000, wait: 2000 });
+      const error = await stale.release().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LeaseLostError);
+      expect(await c.tryAcquire('taken')).toBeNull(); // the new holder still holds it
+      expect(fresh2.held).toBe(true);
+      await fresh2.release();
+    });
+
+    it('release reports a lease whose key was deleted behind its back, and aborts its signal', async () => {
+      fresh();
+      const lease = await locks().acquire('deleted', { ttl: 10_000 });
+      await h.forceDelete(prefix, 'deleted');
+      const error = await lease.release().catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'LEASE_LOST', reason: 'gone' });
+      expect(lease.signal.reason).toBe(error);
+      expect(lease.state).toBe('lost');
+    });
+
+    it('release by a stale holder whose key was taken reports "taken" and leaves the new holder alone', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      const stale = await a.acquire('t2', { ttl: 10_000 });
+      await h.forceDelete(prefix, 't2');
+      const current = await b.acquire('t2');
+      await expect(stale.release()).rejects.toMatchObject({ code: 'LEASE_LOST', reason: 'taken' });
+      expect(await c.tryAcquire('t2')).toBeNull();
+      await current.release();
+    });
+  });
+
+  describe('extend', () => {
+    it('keeps the lease past its first TTL and moves its validity', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const lease = await a.acquire('ext', { ttl: 150 });
+      const firstValidUntil = lease.validUntil;
+      await new Promise((r) => setTimeout(r, 80));
+      await lease.extend(300);
+      expect(lease.validUntil).toBeGreaterThan(firstValidUntil);
+      await new Promise((r) => setTimeout(r, 120)); // past the first TTL
+      expect(lease.held).toBe(true);
+      expect(await b.tryAcquire('ext')).toBeNull();
+      await lease.release();
+    });
+
+    it('never recreates a lock that is gone', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const lease = await a.acquire('gone', { ttl: 10_000 });
+      await h.forceDelete(prefix, 'gone');
+      await expect(lease.extend()).rejects.toMatchObject({ code: 'LEASE_LOST', reason: 'gone' });
+      expect(lease.signal.aborted).toBe(true);
+      const other = await b.tryAcquire('gone');
+      expect(other).not.toBeNull(); // free: extend did not put it back
+      await other!.release();
+    });
+
+    it('fails on a lease whose validity ran out', async () => {
+      fresh();
+      const lease = await locks().acquire('late', { ttl: 40 });
+      await aborted(lease.signal);
+      await expect(lease.extend()).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    });
+  });
+
+  describe('withLock and the watchdog', () => {
+    it('returns the callback result and releases the lock', async () => {
+      fresh();
+      const l = locks();
+      let seen: Lease | undefined;
+      const result = await l.withLock('scoped', async (lease) => {
+        seen = lease;
+        return 42;
+      });
+      expect(result).toBe(42);
+      expect(seen!.state).toBe('released');
+    });
+
+    it('releases the lock when the callback throws, and rethrows its error', async () => {
+      fresh();
+      const l = locks();
+      const failure = new Error('boom');
+      let seen: Lease | undefined;
+      await expect(
+        l.withLock('throws', { ttl: 5000 }, (lease) => {
+          seen = lease;
+          throw failure;
+        }),
+      ).rejects.toBe(failure);
+      expect(seen!.state).toBe('released');
+      const again = await l.tryAcquire('throws');
+      expect(again).not.toBeNull();
+      await again!.release();
+    });
+
+    it('renews the lease across several TTLs while the callback runs', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      await a.withLock('long', { ttl: 90 }, async (lease) => {
+        for (let i = 0; i < 4; i++) {
+          await new Promise((r) => setTimeout(r, 60));
+          expect(lease.held).toBe(true);
+        }
+        expect(await b.tryAcquire('long')).toBeNull();
+      });
+    });
+
+    it('aborts the signal with a LeaseLostError when the key is deleted behind its back, and withLock rejects', async () => {
+      fresh();
+      const l = locks();
+      const result = l.withLock('watched', { ttl: 90 }, async (lease) => {
+        await h.forceDelete(prefix, 'watched');
+        const reason = await aborted(lease.signal);
+        expect(reason).toMatchObject({ code: 'LEASE_LOST', reason: 'gone' });
+        return 'finished anyway';
+      });
+      await expect(result).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it('reports both errors when the callback throws and the lease was lost', async () => {
+      fresh();
+      const l = locks();
+      const failure = new Error('work failed');
+      const error = await l
+        .withLock('both', { ttl: 5000, renew: false }, async () => {
+          await h.forceDelete(prefix, 'both');
+          throw failure;
+        })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockSuppressedError);
+      expect((error as LockSuppressedError).suppressed).toBe(failure);
+      expect((error as LockSuppressedError).error).toBeInstanceOf(LeaseLostError);
+    });
+
+    it('stops renewing when maxHold is reached, and the lease then expires', async () => {
+      fresh();
+      const lease = await locks().acquire('capped', { ttl: 60, renew: { maxHold: 150 } });
+      const started = performance.now();
+      const reason = await aborted(lease.signal);
+      expect(reason).toMatchObject({ reason: 'expired' });
+      expect(performance.now() - started).toBeLessThan(400);
+    });
+  });
+
+  describe('close', () => {
+    it('stops waits with a LockAbortedError, releases held leases, and refuses later calls', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      const held = await a.acquire('closing', { ttl: 10_000 });
+      const mine = await b.acquire('mine', { ttl: 10_000 });
+      const waiting = b.acquire('closing', { wait: 60_000 }).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 20));
+      await b.close();
+      expect(await waiting).toBeInstanceOf(LockAbortedError);
+      expect(mine.state).toBe('released');
+      await expect(b.acquire('x')).rejects.toBeInstanceOf(ClosedError);
+      const free = await c.tryAcquire('mine');
+      expect(free).not.toBeNull();
+      await free!.release();
+      await held.release();
+    });
+  });
+}

@@ -1,0 +1,7 @@
+import { describe } from 'vitest';
+import { memoryHarness } from '../helpers/harness.js';
+import { lockContract } from './lock-contract.js';
+
+describe('contract: in-memory backend', () => {
+  lockContract(async () => memoryHarness());
+});

@@ -1,0 +1,10 @@
+import { afterAll, describe } from 'vitest';
+import { nodeRedisHarness } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { lockContract } from './lock-contract.js';
+
+describe('contract: single Redis through node-redis', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  lockContract(async () => nodeRedisHarness((server = await RedisServer.start())));
+});

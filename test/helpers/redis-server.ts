@@ -1,0 +1,140 @@
+/**
+ * Starts real redis-server processes on free loopback ports for tests, and stops only the
+ * processes it started, by pid. Servers can be killed, paused, resumed and restarted on the
+ * same port, with or without persistence.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface RedisServerOptions {
+  /** Keep data on disk across restarts (appendonly with fsync always). Default false. */
+  readonly persistence?: boolean;
+  /** Extra command-line arguments, e.g. ['--maxmemory', '10mb']. */
+  readonly args?: readonly string[];
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export class RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly #options: RedisServerOptions;
+  #child: ChildProcess | undefined;
+
+  private constructor(port: number, options: RedisServerOptions) {
+    this.port = port;
+    this.#options = options;
+    this.dir = mkdtempSync(join(tmpdir(), 'latchkey-redis-'));
+  }
+
+  static async start(options: RedisServerOptions = {}): Promise<RedisServer> {
+    for (let attempt = 0; ; attempt++) {
+      const server = new RedisServer(await freePort(), options);
+      try {
+        await server.#spawn();
+        return server;
+      } catch (error) {
+        server.#cleanup();
+        if (attempt >= 4) throw error;
+      }
+    }
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** SIGKILL: the server dies at once, losing what it did not persist. */
+  async kill(): Promise<void> {
+    await this.#signalAndWait('SIGKILL');
+  }
+
+  /** SIGSTOP: the server freezes; connections stay open but nothing is answered. */
+  pause(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
+  /** Kills the server and starts it again on the same port (and directory, so persisted data returns). */
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.#spawn();
+  }
+
+  async stop(): Promise<void> {
+    this.resume();
+    await this.#signalAndWait('SIGKILL');
+    this.#cleanup();
+  }
+
+  #spawn(): Promise<void> {
+    const persistence = this.#options.persistence
+      ? ['--appendonly', 'yes', '--appendfsync', 'always']
+      : ['--appendonly', 'no'];
+    const args = [
+      '--port', String(this.port),
+      '--bind', '127.0.0.1',
+      '--save', '',
+      '--dir', this.dir,
+      '--logfile', '',
+      '--enable-debug-command', 'local',
+      ...persistence,
+      ...(this.#options.args ?? []),
+    ];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child = child;
+    return new Promise((resolve, reject) => {
+      let output = '';
+      const onData = (chunk: Buffer): void => {
+        output += chunk.toString();
+        if (output.includes('Ready to accept connections')) {
+          child.stdout?.off('data', onData);
+          child.stdout?.resume();
+          child.stderr?.resume();
+          child.off('exit', onExit);
+          resolve();
+        }
+      };
+      const onExit = (code: number | null): void => {
+        reject(new Error(`redis-server on port ${this.port} exited with ${code}: ${output.slice(-500)}`));
+      };
+      child.stdout?.on('data', onData);
+      child.once('exit', onExit);
+      child.once('error', reject);
+    });
+  }
+
+  async #signalAndWait(signal: NodeJS.Signals): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(signal);
+    await exited;
+    this.#child = undefined;
+  }
+
+  #cleanup(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
