@@ -1,0 +1,305 @@
+/**
+ * What is specific to a single Redis server: the script cache, data loss, WRONGTYPE, slow replies,
+ * a crashed holder process, the borrowed client, and the seeds' traps that only a real server shows.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BackendError, createLocks, LeaseLostError, WrongTypeError, type Locks } from '../../src/index.js';
+import { adaptClient } from '../../src/client/detect.js';
+import { lockKeys } from '../../src/keys.js';
+import { runScript } from '../../src/lua/run-script.js';
+import { acquireScript } from '../../src/lua/scripts.generated.js';
+import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+let server: RedisServer;
+let raw: Redis;
+const cleanup: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  raw = rawClient(server);
+});
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step();
+  raw.disconnect();
+  await server.stop();
+});
+
+type Driver = 'ioredis' | 'node-redis';
+
+async function managerOn(driver: Driver, port: number, settings: { prefix: string; recheck?: number }): Promise<Locks> {
+  if (driver === 'ioredis') {
+    const client = new Redis(port, '127.0.0.1');
+    const locks = createLocks({ ...settings, redis: client });
+    cleanup.push(async () => {
+      await locks.close();
+      client.disconnect();
+    });
+    return locks;
+  }
+  const client = createClient({ url: `redis://127.0.0.1:${port}` });
+  client.on('error', () => {});
+  await client.connect();
+  const locks = createLocks({ ...settings, redis: client });
+  cleanup.push(async () => {
+    await locks.close();
+    client.destroy();
+  });
+  return locks;
+}
+
+describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (driver) => {
+  it('runs its scripts again after the script cache is flushed (EVALSHA falls back to EVAL on NOSCRIPT)', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn(driver, server.port, { prefix });
+    const first = await locks.acquire('cache');
+    await raw.script('FLUSH');
+    await first.extend();
+    await first.release();
+    await raw.script('FLUSH');
+    const second = await locks.acquire('cache');
+    expect(second.fence).toBeGreaterThan(first.fence);
+    await raw.script('FLUSH');
+    await second.release();
+  });
+
+  it('acquires with the expiry set in the same step (no SETNX-then-EXPIRE window) and namespaced keys sharing a hash tag', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn(driver, server.port, { prefix });
+    const lease = await locks.acquire('orders:42', { ttl: 3000 });
+    const pttl = await raw.pttl(`${prefix}{orders:42}`);
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(3000);
+    expect(await raw.get(`${prefix}{orders:42}`)).toBe(lease.token);
+    expect(Number(await raw.get(`${prefix}{orders:42}:fence`))).toBe(lease.fence);
+    expect((await raw.keys(`${prefix}*`)).sort()).toEqual([`${prefix}{orders:42}`, `${prefix}{orders:42}:fence`]);
+    await lease.release();
+    expect(await raw.exists(`${prefix}{orders:42}`)).toBe(0);
+  });
+
+  it('reports WRONGTYPE on the lock key as a WrongTypeError with the Redis error as cause', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn(driver, server.port, { prefix });
+    await raw.hset(`${prefix}{clash}`, 'field', 'value');
+    const error = await locks.acquire('clash').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WrongTypeError);
+    expect(error).toMatchObject({ code: 'WRONG_TYPE', key: `${prefix}{clash}` });
+    expect(String((error as Error).cause)).toMatch(/WRONGTYPE/);
+  });
+
+  it('reports WRONGTYPE on the fence key and leaves no lock behind', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn(driver, server.port, { prefix });
+    await raw.lpush(`${prefix}{fence-clash}:fence`, 'x');
+    await expect(locks.acquire('fence-clash')).rejects.toMatchObject({ code: 'WRONG_TYPE' });
+    expect(await raw.exists(`${prefix}{fence-clash}`)).toBe(0);
+  });
+});
+
+describe('fencing tokens when Redis loses data', () => {
+  it('stay greater after a restart without persistence (the counter is gone)', async () => {
+    const volatile = await RedisServer.start();
+    try {
+      const prefix = uniquePrefix();
+      const client = new Redis(volatile.port, '127.0.0.1');
+      const locks = createLocks({ redis: client, prefix });
+      const before = await locks.acquire('survive', { ttl: 60_000 });
+      await volatile.restart();
+      const check = new Redis(volatile.port, '127.0.0.1');
+      expect(await check.exists(`${prefix}{survive}`, `${prefix}{survive}:fence`)).toBe(0); // data really lost
+      check.disconnect();
+      const after = await locks.acquire('survive', { ttl: 60_000 });
+      expect(after.fence).toBeGreaterThan(before.fence);
+      await after.release();
+      await expect(before.release()).rejects.toBeInstanceOf(LeaseLostError);
+      await locks.close();
+      client.disconnect();
+    } finally {
+      await volatile.stop();
+    }
+  });
+
+  it('stay greater when the counter is older than the last fence (a failover to a replica that had not seen it)', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const first = await locks.acquire('failover');
+    await first.release();
+    const second = await locks.acquire('failover');
+    await second.release();
+    // The replica saw only the first acquisition's counter.
+    await raw.set(`${prefix}{failover}:fence`, String(first.fence));
+    const third = await locks.acquire('failover');
+    expect(third.fence).toBeGreaterThan(second.fence);
+    await raw.set(`${prefix}{failover}:fence`, '1');
+    await third.release();
+    const fourth = await locks.acquire('failover');
+    expect(fourth.fence).toBeGreaterThan(third.fence);
+    await fourth.release();
+  });
+
+  it('start from the server clock in microseconds rather than from 1', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const [seconds, micros] = await raw.time();
+    const lease = await locks.acquire('clock');
+    expect(lease.fence).toBeGreaterThanOrEqual(Number(seconds) * 1e6 + Number(micros));
+    await lease.release();
+  });
+});
+
+describe('the acquire script', () => {
+  it('is idempotent for one token: a replayed acquire returns the same fence and does not fail', async () => {
+    const prefix = uniquePrefix();
+    const keys = lockKeys(prefix, 'replay');
+    const client = adaptClient(raw);
+    const first = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-a', '5000', '1000']);
+    const replay = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-a', '5000', '1000']);
+    const other = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-b', '5000', '1000']);
+    expect(replay).toEqual(first);
+    expect((other as number[])[0]).toBe(0);
+    expect((other as number[])[1]).toBeGreaterThan(4000);
+  });
+});
+
+describe('validity on the monotonic clock', () => {
+  it('a slow reply shortens the lease instead of lengthening it', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const blocker = rawClient(server);
+    const sleeping = blocker.call('DEBUG', 'SLEEP', '0.3');
+    await new Promise((r) => setTimeout(r, 20)); // DEBUG SLEEP is now blocking the server
+    const lease = await locks.acquire('slow', { ttl: 1000 });
+    await sleeping;
+    blocker.disconnect();
+    // Counted from when the acquire was sent: at least the 280 ms the reply waited are gone.
+    expect(lease.timeLeft()).toBeLessThan(1000 - 280);
+    await lease.release();
+  });
+
+  it('a reply slower than the TTL hands out no lease and frees the lock', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const blocker = rawClient(server);
+    const sleeping = blocker.call('DEBUG', 'SLEEP', '0.2');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await locks.tryAcquire('too-slow', { ttl: 100 })).toBeNull();
+    await sleeping;
+    blocker.disconnect();
+    expect(await raw.exists(`${prefix}{too-slow}`)).toBe(0);
+  });
+
+  it('does not read the wall clock: a jump of Date.now() changes nothing', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.UTC(2001, 0, 1));
+    try {
+      const lease = await locks.acquire('wall', { ttl: 2000 });
+      expect(lease.timeLeft()).toBeGreaterThan(1900);
+      await lease.release();
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
+
+describe('a holder process that crashes', () => {
+  it('loses its lock by the TTL: the next waiter gets it, though no release was ever published', async () => {
+    const prefix = uniquePrefix();
+    const ttl = 500;
+    const child = spawn(process.execPath, [new URL('../helpers/holder-process.mjs', import.meta.url).pathname, server.url, prefix, 'crash', String(ttl)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+    const crashedFence = Number(line.split(' ')[1]);
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const started = performance.now();
+    const lease = await locks.acquire('crash', { wait: 5000 });
+    expect(performance.now() - started).toBeLessThan(ttl + 250);
+    expect(lease.fence).toBeGreaterThan(crashedFence);
+    await lease.release();
+  });
+});
+
+describe('the borrowed client', () => {
+  it('is used but not modified: no commands defined, no listeners added, still open after close()', async () => {
+    const client = new Redis(server.port, '127.0.0.1');
+    await client.ping();
+    const keysBefore = Object.keys(client).sort();
+    const listenersBefore = client.eventNames().map((e) => [e, client.listenerCount(e)]);
+    const locks = createLocks({ redis: client, prefix: uniquePrefix() });
+    const holder = await locks.acquire('borrowed');
+    const waiting = locks.acquire('borrowed', { wait: 5000 });
+    await new Promise((r) => setTimeout(r, 20));
+    await holder.release();
+    await (await waiting).release();
+    await locks.close();
+    expect(Object.keys(client).sort()).toEqual(keysBefore);
+    expect(client.eventNames().map((e) => [e, client.listenerCount(e)])).toEqual(listenersBefore);
+    expect(await client.ping()).toBe('PONG');
+    client.disconnect();
+  });
+
+  it('waiting leaves no subscription behind, and close() closes the subscriber connection it made', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix });
+    const holder = await locks.acquire('subs');
+    const waiting = locks.acquire('subs', { wait: 5000 });
+    await new Promise((r) => setTimeout(r, 20));
+    const channel = `${prefix}{subs}:released`;
+    expect(await raw.pubsub('NUMSUB', channel)).toEqual([channel, 1]);
+    await holder.release();
+    await (await waiting).release();
+    // The unsubscribe is sent when the wait ends, without anything to await from outside: poll the server.
+    await expect.poll(async () => raw.pubsub('NUMSUB', channel), { timeout: 2000, interval: 10 }).toEqual([channel, 0]);
+  });
+
+  it('a waiter whose subscriber connection is reset still gets the lock when it is released', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn('ioredis', server.port, { prefix, recheck: 60_000 });
+    const other = await managerOn('ioredis', server.port, { prefix });
+    const holder = await other.acquire('reset', { ttl: 30_000 });
+    const waiting = locks.acquire('reset', { wait: 10_000 });
+    await expect.poll(async () => (await raw.pubsub('NUMSUB', `${prefix}{reset}:released`))[1], { timeout: 2000, interval: 10 }).toBe(1);
+    await raw.client('KILL', 'TYPE', 'pubsub');
+    await holder.release(); // published while the subscriber is reconnecting: the message is lost
+    const started = performance.now();
+    const lease = await waiting;
+    expect(performance.now() - started).toBeLessThan(5000); // not the 60 s recheck nor the 30 s TTL
+    await lease.release();
+  });
+});
+
+describe('connecting', () => {
+  it('createLocks({ url }) connects itself and closes its connection in close()', async () => {
+    const before = (await raw.client('LIST')) as string;
+    const locks = createLocks({ url: server.url, prefix: uniquePrefix() });
+    const lease = await locks.acquire('url');
+    await lease.release();
+    await locks.close();
+    await expect.poll(async () => ((await raw.client('LIST')) as string).split('\n').length, { timeout: 2000, interval: 10 }).toBe(
+      before.split('\n').length,
+    );
+  });
+
+  it('a Redis that cannot be reached is reported as a BackendError with its cause', async () => {
+    const gone = await RedisServer.start();
+    const client = new Redis(gone.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+    client.on('error', () => {});
+    await gone.stop();
+    const locks = createLocks({ redis: client, prefix: uniquePrefix() });
+    const error = await locks.acquire('nowhere').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: 'BACKEND_ERROR', operation: 'acquire' });
+    expect((error as Error).cause).toBeInstanceOf(Error);
+    await locks.close();
+    client.disconnect();
+  });
+});

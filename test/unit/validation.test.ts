@@ -1,0 +1,102 @@
+/** Every bad input gets an InvalidOptionError that names the option, what was expected and what was given. */
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { createLocks, InvalidOptionError, MAX_TTL, type Locks } from '../../src/index.js';
+
+async function invalid(run: () => unknown, option: string, mentions: RegExp): Promise<void> {
+  let error: unknown;
+  try {
+    await run();
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(InvalidOptionError);
+  expect(error).toMatchObject({ code: 'INVALID_OPTION', option, name: 'InvalidOptionError' });
+  expect((error as Error).message).toMatch(mentions);
+}
+
+describe('createLocks options', () => {
+  it('refuses a client that is not a Redis client', async () => {
+    await invalid(() => createLocks({ redis: { get: () => 1 } }), 'redis', /ioredis client.*node-redis v5 client.*got an object/);
+    await invalid(() => createLocks({ redis: 'redis://localhost' }), 'redis', /got "redis:\/\/localhost"/);
+  });
+
+  it('refuses more than one backend', async () => {
+    await invalid(() => createLocks({ redis: new Redis({ lazyConnect: true }), url: 'redis://x' }), 'redis and url', /only one of/);
+  });
+
+  it('refuses a URL that is not redis:// or rediss://', async () => {
+    await invalid(() => createLocks({ url: 'http://localhost:6379' }), 'url', /redis:\/\/ or rediss:\/\//);
+  });
+
+  it('refuses a prefix with hash-tag braces', async () => {
+    await invalid(() => createLocks({ prefix: 'app:{x}:' }), 'prefix', /without "\{" or "\}"/);
+  });
+
+  it('names unknown options, so a typo does not pass silently', async () => {
+    await invalid(() => createLocks({ tll: 1000 } as never), 'options.tll', /one of the known options/);
+  });
+
+  it('refuses a bad default ttl, wait, strategy and driftFactor', async () => {
+    await invalid(() => createLocks({ ttl: 0 }), 'ttl', /integer number of milliseconds/);
+    await invalid(() => createLocks({ wait: -1 }), 'wait', /non-negative/);
+    await invalid(() => createLocks({ strategy: 'spin' as never }), 'strategy', /"notify" or "backoff"/);
+    await invalid(() => createLocks({ driftFactor: 2 }), 'driftFactor', /from 0 to 0.5/);
+    await invalid(() => createLocks({ recheck: 0 }), 'recheck', /positive integer/);
+  });
+});
+
+describe('acquire options', () => {
+  const locks: Locks = createLocks();
+
+  it('refuses an empty or non-string key', async () => {
+    await invalid(() => locks.acquire(''), 'key', /non-empty string.*got ""/);
+    await invalid(() => locks.acquire(42 as never), 'key', /got number 42/);
+    await invalid(() => locks.tryAcquire(undefined as never), 'key', /got undefined/);
+  });
+
+  it('refuses a TTL that is not a positive integer within the timer limit', async () => {
+    await invalid(() => locks.acquire('k', { ttl: 0 }), 'ttl', /from 10 to 2147483647.*got number 0/);
+    await invalid(() => locks.acquire('k', { ttl: -5 }), 'ttl', /got number -5/);
+    await invalid(() => locks.acquire('k', { ttl: 1.5 }), 'ttl', /got number 1.5/);
+    await invalid(() => locks.acquire('k', { ttl: MAX_TTL + 1 }), 'ttl', /24.8 days/);
+    await invalid(() => locks.acquire('k', { ttl: '1000' as never }), 'ttl', /got "1000"/);
+    await invalid(() => locks.acquire('k', { ttl: Number.NaN }), 'ttl', /got number NaN/);
+  });
+
+  it('refuses a negative or fractional wait', async () => {
+    await invalid(() => locks.acquire('k', { wait: -1 }), 'wait', /non-negative integer.*got number -1/);
+    await invalid(() => locks.acquire('k', { wait: 0.5 }), 'wait', /got number 0.5/);
+  });
+
+  it('accepts wait: Infinity', async () => {
+    const lease = await locks.acquire('inf', { wait: Infinity });
+    await lease.release();
+  });
+
+  it('refuses a signal that is not an AbortSignal', async () => {
+    await invalid(() => locks.acquire('k', { signal: {} as never }), 'signal', /AbortSignal/);
+  });
+
+  it('refuses bad renew options', async () => {
+    await invalid(() => locks.acquire('k', { renew: 'yes' as never }), 'renew', /options object/);
+    await invalid(() => locks.acquire('k', { renew: { every: 0 } }), 'renew.every', /milliseconds/);
+    await invalid(() => locks.acquire('k', { renew: { often: 1 } as never }), 'renew.often', /known options/);
+  });
+
+  it('refuses a bad extend TTL', async () => {
+    const lease = await locks.acquire('ext');
+    await invalid(() => lease.extend(-1), 'ttl', /got number -1/);
+    await lease.release();
+  });
+
+  it('refuses withLock without a function', async () => {
+    await invalid(() => locks.withLock('k', {} as never), 'fn', /a function/);
+  });
+
+  it('refuses bad fenced writes', async () => {
+    await invalid(() => locks.fencedWrite('', 'v', 1), 'resource', /non-empty string/);
+    await invalid(() => locks.fencedWrite('r', { a: 1 } as never, 1), 'value', /JSON.stringify/);
+    await invalid(() => locks.fencedWrite('r', 'v', 0), 'fence', /positive safe integer/);
+  });
+});
