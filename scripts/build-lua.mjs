@@ -14,8 +14,9 @@ const entries = files.map((file) => {
   const source = readFileSync(join(dir, file), 'utf8');
   const header = source.match(/^--\[\[([\s\S]*?)\]\]/);
   if (!header) throw new Error(`${file}: missing the --[[ contract header ]]`);
-  const keys = [...header[1].matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
-  const args = [...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1]));
+  // Declared keys and arguments: lines that start with KEYS[i] or ARGV[i] (each index once).
+  const keys = [...new Set([...header[1].matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])))];
+  const args = [...new Set([...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1])))];
   const used = [...source.slice(header[0].length).matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1]));
   for (const k of used) {
     if (!keys.includes(k)) throw new Error(`${file}: uses KEYS[${k}] but its header does not document it`);

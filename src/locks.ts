@@ -1,4 +1,5 @@
-import type { Backend, FencedValue } from './backend/backend.js';
+import { randomBytes } from 'node:crypto';
+import type { Backend, FencedValue, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend } from './backend/redis-backend.js';
 import { adaptClient, connectUrl } from './client/detect.js';
@@ -18,6 +19,7 @@ import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions 
 import { newToken } from './token.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
+import type { KeyState, Waiter } from './wait/waiter.js';
 import {
   checkFence,
   checkFraction,
@@ -36,9 +38,13 @@ export interface Locks {
   /**
    * Acquires the lock `key`, waiting up to `wait` ms. Rejects with {@link LockTimeoutError} when
    * the wait runs out, with `signal.reason` when aborted, with `BackendError` when Redis fails.
+   * Waiters of one manager for one key are served first come, first served.
    */
   acquire(key: string, options?: AcquireOptions): Promise<Lease>;
-  /** Tries once: resolves to a lease, or `null` when someone else holds the lock. */
+  /**
+   * Tries once: resolves to a lease, or `null` when the lock is held (or when callers of this
+   * manager are already waiting for it: tryAcquire does not jump their queue).
+   */
   tryAcquire(key: string, options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null>;
   /**
    * Runs `fn` while holding `key`, renewing the lease by default, and releases it when `fn`
@@ -69,6 +75,7 @@ interface Settings {
   readonly strategy: WaitStrategyName;
   readonly driftFactor: number;
   readonly tuning: WaitTuning;
+  readonly localHandoffs: number;
 }
 
 /**
@@ -76,7 +83,7 @@ interface Settings {
  *
  * @example
  * ```ts
- * import Redis from 'ioredis';
+ * import { Redis } from 'ioredis';
  * import { createLocks } from 'latchkey';
  * const locks = createLocks({ redis: new Redis() });
  * await locks.withLock('orders:42', async (lease) => {
@@ -92,31 +99,32 @@ export function createLocks(options?: LocksOptions): Locks {
     wait: o.wait === undefined ? 10_000 : checkWait(o.wait),
     strategy: o.strategy === undefined ? 'notify' : checkStrategy(o.strategy),
     driftFactor: o.driftFactor === undefined ? 0.01 : checkFraction(o.driftFactor, 'driftFactor', 0.5),
-    tuning: { ...DEFAULT_TUNING, ...(o.recheck === undefined ? {} : { recheck: checkRecheck(o.recheck) }) },
+    tuning: { ...DEFAULT_TUNING, ...(o.recheck === undefined ? {} : { recheck: checkCount(o.recheck, 'recheck', 1) }) },
+    localHandoffs: o.localHandoffs === undefined ? 8 : checkCount(o.localHandoffs, 'localHandoffs', 0),
   };
-  return new LockManager(chooseBackend(o), settings);
+  return new LockManager(chooseBackend(o, settings.prefix), settings);
 }
 
-function checkRecheck(value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new InvalidOptionError('recheck', 'a positive integer number of milliseconds', value);
+function checkCount(value: unknown, option: string, min: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new InvalidOptionError(option, min === 0 ? 'a non-negative integer' : 'a positive integer number of milliseconds', value);
   }
   return value;
 }
 
-function chooseBackend(o: Partial<LocksOptions>): Backend {
+function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
   const given = (['redis', 'url', 'memory'] as const).filter((name) => o[name] !== undefined);
   if (given.length > 1) {
     throw new InvalidOptionError(given.join(' and '), 'only one of "redis", "url" or "memory"', `${given.length} of them`);
   }
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis));
+  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix);
   if (o.url !== undefined) {
     if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url)) {
       throw new InvalidOptionError('url', 'a redis:// or rediss:// URL', o.url);
     }
     const connecting = connectUrl(o.url);
     connecting.catch(() => {}); // reported by the first call that needs it
-    return redisBackend(connecting);
+    return redisBackend(connecting, prefix);
   }
   if (o.memory !== undefined) {
     if (!(o.memory instanceof MemoryStore)) throw new InvalidOptionError('memory', 'a store from createMemoryStore()', o.memory);
@@ -128,10 +136,14 @@ function chooseBackend(o: Partial<LocksOptions>): Backend {
 class LockManager implements Locks {
   readonly #backend: Backend;
   readonly #settings: Settings;
+  readonly #id = randomBytes(8).toString('hex');
+  readonly #keys = new Map<string, KeyState>();
+  /** Waiters talking to the backend, by their queue name, for inbox messages. */
+  readonly #active = new Map<string, Waiter>();
   readonly #held = new Set<Lease>();
-  /** Waits in progress, with their lock names, so `close()` can stop them. */
-  readonly #waits = new Map<AbortController, string>();
   readonly #leaseContext: LeaseContext;
+  #nextWaiter = 0;
+  #inbox: Promise<() => Promise<void>> | undefined;
   #closed = false;
 
   constructor(backend: Backend, settings: Settings) {
@@ -140,7 +152,8 @@ class LockManager implements Locks {
     this.#leaseContext = {
       backend,
       driftFactor: settings.driftFactor,
-      onEnd: (lease) => this.#held.delete(lease),
+      release: (lease, keys, token) => this.#release(lease, keys, token),
+      onEnd: (lease) => this.#leaseEnded(lease),
     };
   }
 
@@ -197,9 +210,14 @@ class LockManager implements Locks {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const [wait, name] of this.#waits) wait.abort(new LockAbortedError(name, 'the manager was closed'));
-    const releases = [...this.#held].map((lease) => lease.release().catch(() => {}));
-    await Promise.all(releases);
+    for (const state of this.#keys.values()) {
+      for (const waiter of [...state.waiters]) {
+        waiter.controller.abort(new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+      }
+    }
+    await Promise.all([...this.#held].map((lease) => lease.release().catch(() => {})));
+    const inbox = await this.#inbox?.catch(() => undefined);
+    await inbox?.();
     await this.#backend.close();
   }
 
@@ -217,74 +235,253 @@ class LockManager implements Locks {
     const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
     const renew = checkRenew(o.renew);
     signal?.throwIfAborted();
-
     const keys = lockKeys(this.#settings.prefix, name);
-    const token = newToken();
+    if (once) return this.#tryOnce(keys, ttl, renew);
+
+    const state = this.#state(name);
     const started = now();
-    let attempts = 0;
-    let unwatch: (() => void) | undefined;
-    let woken = false;
-    let wake: (() => void) | undefined;
-    let controller: AbortController | undefined;
-    const forward = (): void => controller?.abort(signal?.reason);
+    return new Promise<Lease>((resolve, reject) => {
+      const controller = new AbortController();
+      const forward = (): void => controller.abort(signal?.reason);
+      signal?.addEventListener('abort', forward, { once: true });
+      const waiter: Waiter = {
+        keys,
+        member: `${this.#id}:${(this.#nextWaiter++).toString(36)}`,
+        token: newToken(),
+        ttl,
+        renew,
+        strategy,
+        started,
+        deadline: started + wait,
+        controller,
+        state: 'queued',
+        attempts: 0,
+        woken: false,
+        wake: undefined,
+        timer: undefined,
+        resolve: (lease) => {
+          signal?.removeEventListener('abort', forward);
+          resolve(lease);
+        },
+        reject: (error) => {
+          signal?.removeEventListener('abort', forward);
+          reject(error);
+        },
+      };
+      state.waiters.push(waiter);
+      // While queued in memory: a timeout or an abort ends the wait at once.
+      controller.signal.addEventListener('abort', () => this.#dropQueued(state, waiter, controller.signal.reason), { once: true });
+      if (wait !== Infinity) {
+        waiter.timer = setTimeout(
+          () => this.#dropQueued(state, waiter, new LockTimeoutError(name, now() - started, waiter.attempts)),
+          Math.max(0, wait),
+        );
+      }
+      this.#pump(state);
+    });
+  }
+
+  async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
+    const existing = this.#keys.get(keys.name);
+    if (existing && (existing.holder || existing.waiters.length > 0)) return null;
+    const token = newToken();
+    const sentAt = now();
+    const reply = await this.#attempt(keys, token, ttl);
+    if (!reply.acquired) return null;
+    if (validUntil(sentAt, ttl, this.#settings.driftFactor) <= now()) {
+      await this.#backend.release(keys, token).catch(() => {});
+      return null;
+    }
+    const state = this.#state(keys.name);
+    if (state.holder) {
+      // Another call of this process got in while this one was in flight: both cannot hold it.
+      await this.#backend.release(keys, token).catch(() => {});
+      return null;
+    }
+    return this.#lease(state, keys, token, reply.fence, ttl, sentAt, renew);
+  }
+
+  /** One attempt; if the reply is lost, the lock is given back rather than left held until its TTL. */
+  async #attempt(keys: LockKeys, token: string, ttl: number, member?: string) {
+    const queue = member === undefined ? undefined : { member, entryTtl: this.#settings.tuning.recheck * 3 };
     try {
-      for (;;) {
-        const sentAt = now();
-        attempts++;
-        const reply = await this.#backend.acquire(keys, token, ttl).catch((error: unknown) => {
-          // The script may have run with its reply lost: free the lock rather than orphan it until its TTL.
-          this.#backend.release(keys, token).catch(() => {});
-          throw error;
-        });
-        if (reply.acquired) {
-          if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
-            return this.#lease(keys, token, reply.fence, ttl, sentAt, renew);
-          }
-          // The reply came so late that the lease has no validity left: give it back.
-          await this.#backend.release(keys, token).catch(() => {});
-        }
-        const left = started + wait - now();
-        if (left <= 0) {
-          if (once) return null;
-          throw new LockTimeoutError(name, now() - started, attempts);
-        }
-        if (!controller) {
-          controller = new AbortController();
-          this.#waits.set(controller, name);
-          signal?.addEventListener('abort', forward, { once: true });
-          if (this.#closed) controller.abort(new LockAbortedError(name, 'the manager was closed'));
-        }
-        controller.signal.throwIfAborted();
-        if (strategy === 'notify' && !unwatch) {
-          unwatch = await this.#backend.watchReleases(keys, () => {
-            woken = true;
-            wake?.();
-          });
-          continue; // the lock may have been released before the subscription was active
-        }
-        if (!woken) {
-          const holderTtl = reply.acquired ? 0 : reply.ttl;
-          const delay = Math.min(nextDelay(strategy, attempts - 1, holderTtl, this.#settings.tuning), left);
-          await sleep(delay, controller.signal, (w) => (wake = w));
-          wake = undefined;
-        }
-        woken = false;
-        controller.signal.throwIfAborted();
-      }
-    } finally {
-      unwatch?.();
-      if (controller) {
-        this.#waits.delete(controller);
-        signal?.removeEventListener('abort', forward);
-      }
+      return await this.#backend.acquire(keys, token, ttl, queue);
+    } catch (error) {
+      this.#backend.release(keys, token).catch(() => {});
+      throw error;
     }
   }
 
-  #lease(keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined): Lease {
+  #state(name: string): KeyState {
+    let state = this.#keys.get(name);
+    if (!state) this.#keys.set(name, (state = { name, holder: undefined, waiters: [], streak: 0 }));
+    return state;
+  }
+
+  /** Drops a lock's state once this process neither holds nor waits for it. */
+  #forget(state: KeyState): void {
+    if (!state.holder && state.waiters.length === 0 && this.#keys.get(state.name) === state) this.#keys.delete(state.name);
+  }
+
+  /** Lets the head of the queue talk to the backend when this process holds no lease on the lock. */
+  #pump(state: KeyState): void {
+    const head = state.waiters[0];
+    if (state.holder || !head || head.state !== 'queued') return;
+    head.state = 'active';
+    clearTimeout(head.timer);
+    void this.#serveHead(state, head);
+  }
+
+  async #serveHead(state: KeyState, head: Waiter): Promise<void> {
+    let lease: Lease;
+    this.#active.set(head.member, head);
+    try {
+      lease = await this.#waitRemotely(state, head);
+    } catch (error) {
+      this.#settle(state, head);
+      if (head.strategy === 'notify' && head.attempts > 0) this.#backend.leave(head.keys, head.member).catch(() => {});
+      head.reject(error);
+      this.#pump(state);
+      this.#forget(state);
+      return;
+    }
+    this.#settle(state, head);
+    this.#deliver(head, lease);
+  }
+
+  #settle(state: KeyState, waiter: Waiter): void {
+    waiter.state = 'done';
+    clearTimeout(waiter.timer);
+    this.#active.delete(waiter.member);
+    const index = state.waiters.indexOf(waiter);
+    if (index >= 0) state.waiters.splice(index, 1);
+  }
+
+  /** Gives a lease to its waiter, unless the waiter gave up meanwhile: then it is released (and passed on). */
+  #deliver(waiter: Waiter, lease: Lease): void {
+    if (waiter.controller.signal.aborted) {
+      waiter.reject(waiter.controller.signal.reason);
+      lease.release().catch(() => {});
+      return;
+    }
+    waiter.resolve(lease);
+  }
+
+  #dropQueued(state: KeyState, waiter: Waiter, reason: unknown): void {
+    if (waiter.state !== 'queued') return; // active waiters end through their own loop
+    this.#settle(state, waiter);
+    waiter.reject(reason);
+    this.#forget(state);
+  }
+
+  /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
+  async #waitRemotely(state: KeyState, head: Waiter): Promise<Lease> {
+    const { keys, token, ttl, controller } = head;
+    const member = head.strategy === 'notify' ? head.member : undefined;
+    let listening = false;
+    for (;;) {
+      controller.signal.throwIfAborted();
+      const sentAt = now();
+      head.attempts++;
+      const reply = await this.#attempt(keys, token, ttl, member);
+      if (reply.acquired) {
+        if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+          return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew);
+        }
+        await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
+      }
+      controller.signal.throwIfAborted();
+      const left = head.deadline - now();
+      if (left <= 0) throw new LockTimeoutError(keys.name, now() - head.started, head.attempts);
+      if (member !== undefined && !listening) {
+        await this.#listen();
+        listening = true;
+        continue; // the lock may have been passed to us before the inbox was listening
+      }
+      if (!head.woken) {
+        const holderTtl = reply.acquired ? 0 : reply.ttl;
+        const delay = Math.min(nextDelay(head.strategy, head.attempts - 1, holderTtl, this.#settings.tuning), left);
+        await sleep(delay, controller.signal, (wake) => (head.wake = wake));
+        head.wake = undefined;
+      }
+      head.woken = false;
+    }
+  }
+
+  /** Opens the manager's inbox once; later calls share it. */
+  #listen(): Promise<unknown> {
+    if (!this.#inbox) {
+      const opening = this.#backend.watchInbox(this.#id, (member) => {
+        const targets = member === undefined ? [...this.#active.values()] : [this.#active.get(member)];
+        for (const waiter of targets) {
+          if (!waiter) continue;
+          waiter.woken = true;
+          waiter.wake?.();
+        }
+      });
+      opening.catch(() => {
+        if (this.#inbox === opening) this.#inbox = undefined;
+      });
+      this.#inbox = opening;
+    }
+    return this.#inbox;
+  }
+
+  #lease(state: KeyState, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined): Lease {
     const lease = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew);
+    state.holder = lease;
     this.#held.add(lease);
     if (this.#closed) void lease.release().catch(() => {});
     return lease;
+  }
+
+  /**
+   * Releases a lease. When a caller of this process waits for the same lock, the lock is handed to
+   * it in the release's own round trip (a new token and a new fence), up to `localHandoffs` times
+   * in a row; then it goes to the next waiter of another process, if any.
+   */
+  async #release(lease: Lease, keys: LockKeys, token: string): Promise<OwnershipReply> {
+    const state = this.#keys.get(keys.name);
+    const next = state?.holder === lease && this.#settings.localHandoffs > 0 ? state.waiters[0] : undefined;
+    if (!state || !next || next.state !== 'queued') return this.#plainRelease(keys, token);
+    next.state = 'active'; // being handed the lock: not for the timeout or the pump to take
+    const sentAt = now();
+    let reply;
+    try {
+      reply = await this.#backend.release(keys, token, {
+        token: next.token,
+        ttl: next.ttl,
+        passOn: state.streak >= this.#settings.localHandoffs,
+      });
+    } catch (error) {
+      next.state = 'queued';
+      throw error;
+    }
+    if (typeof reply !== 'object') {
+      next.state = 'queued'; // released to another process, or lost: the waiter queues in the backend
+      return reply;
+    }
+    this.#settle(state, next);
+    this.#held.delete(lease);
+    const handed = this.#lease(state, next.keys, next.token, reply.handedOff, next.ttl, sentAt, next.renew);
+    state.streak++;
+    this.#deliver(next, handed);
+    return 'ok';
+  }
+
+  async #plainRelease(keys: LockKeys, token: string): Promise<OwnershipReply> {
+    const reply = await this.#backend.release(keys, token);
+    return typeof reply === 'object' ? 'ok' : reply;
+  }
+
+  #leaseEnded(lease: Lease): void {
+    this.#held.delete(lease);
+    const state = this.#keys.get(lease.key);
+    if (!state || state.holder !== lease) return;
+    state.holder = undefined;
+    state.streak = 0;
+    this.#pump(state);
+    this.#forget(state);
   }
 }
 

@@ -30,6 +30,12 @@ export interface LocksOptions extends BackendOptions {
   readonly recheck?: number;
   /** Clock-drift allowance as a fraction of the TTL (plus 2 ms). Default 0.01. */
   readonly driftFactor?: number;
+  /**
+   * How many times in a row a released lock may be handed straight to another caller of this
+   * manager waiting for it, before it goes to a waiter of another process. 0 turns hand-off off.
+   * Default 8.
+   */
+  readonly localHandoffs?: number;
 }
 
 /** Options of `acquire` and `tryAcquire`. */
@@ -50,4 +56,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;

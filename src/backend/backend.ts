@@ -6,14 +6,26 @@ export type AcquireReply =
   /** `ttl`: the holder's remaining time to live in ms, or -1 when unknown (a key with no expiry). */
   | { readonly acquired: false; readonly ttl: number };
 
-/** What a release or extend found: done, the key gone, or the key held by another token. */
+/** What an extend found: done, the key gone, or the key held by another token. */
 export type OwnershipReply = 'ok' | 'gone' | 'taken';
 
-/** What a fenced write found. */
-export interface FencedWriteReply {
-  readonly accepted: boolean;
-  /** The highest fence the resource has accepted, after this write. */
-  readonly highest: number;
+/** What a release found: released (freed or reserved for the next queued waiter), handed off, or not held. */
+export type ReleaseReply = 'ok' | 'gone' | 'taken' | { readonly handedOff: number };
+
+/** A waiter that queues in the backend while it waits, and is told through its manager's inbox when the lock is reserved for it. */
+export interface QueueEntry {
+  /** `<managerId>:<waiterId>`: the manager's inbox, and the waiter in it. */
+  readonly member: string;
+  /** How long the entry lives without another attempt, ms. */
+  readonly entryTtl: number;
+}
+
+/** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
+export interface HandOff {
+  readonly token: string;
+  readonly ttl: number;
+  /** Reserve for a queued waiter of another process instead, if there is a live one. */
+  readonly passOn: boolean;
 }
 
 /** A value stored with {@link Backend.fencedWrite}. */
@@ -22,28 +34,42 @@ export interface FencedValue {
   readonly fence: number;
 }
 
+/** What a fenced write found. */
+export interface FencedWriteReply {
+  readonly accepted: boolean;
+  /** The highest fence the resource has accepted, after this write. */
+  readonly highest: number;
+}
+
 /**
  * Where locks live. Each primitive is written once against this interface; a topology (one Redis,
  * the in-memory store, later Redlock and Cluster) is a backend. Methods reject with a
- * {@link BackendError} when the store fails, never with the driver's raw error.
+ * `BackendError` when the store fails, never with the driver's raw error.
  */
 export interface Backend {
   /** Human-readable name for messages: `redis (ioredis)`, `memory`. */
   readonly name: string;
-  acquire(keys: LockKeys, token: string, ttl: number): Promise<AcquireReply>;
-  release(keys: LockKeys, token: string): Promise<OwnershipReply>;
+  /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
+  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
+  /** Releases, passing the lock on: to `handOff`'s token, else to the next queued waiter (reserved for it), else freed. */
+  release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
+  /** Takes a waiter out of the wait queue (and drops a reservation made for it). */
+  leave(keys: LockKeys, member: string): Promise<void>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
   fencedRead(resource: string): Promise<FencedValue | null>;
   /**
-   * Calls `listener` when a release of this lock is announced, until the returned function is
-   * called. Resolves once the subscription is active, so a release after that is never missed
-   * (except across a reconnect, reported by calling `listener` too).
+   * Listens on a manager's inbox: `listener(member)` is called when a lock is reserved for one of
+   * its waiters, and `listener(undefined)` after a reconnect (messages may have been lost).
+   * Resolves once listening; the returned function stops.
    */
-  watchReleases(keys: LockKeys, listener: () => void): Promise<() => void>;
+  watchInbox(managerId: string, listener: (member: string | undefined) => void): Promise<() => Promise<void>>;
   /** Frees what the backend owns (subscriber connections, a client made from a URL). */
   close(): Promise<void>;
 }
 
 /** How long a fence counter outlives the lease (ms). After that, the server clock alone keeps fences increasing. */
 export const FENCE_RETENTION = 24 * 60 * 60 * 1000;
+
+/** How long a lock stays reserved for the queued waiter it was passed to, ms: enough for a message and one round trip. */
+export const RESERVE_TTL = 100;

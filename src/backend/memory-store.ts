@@ -1,9 +1,20 @@
-import type { AcquireReply, Backend, FencedValue, FencedWriteReply, OwnershipReply } from './backend.js';
-import type { LockKeys } from '../keys.js';
+import type {
+  AcquireReply,
+  Backend,
+  FencedValue,
+  FencedWriteReply,
+  HandOff,
+  OwnershipReply,
+  QueueEntry,
+  ReleaseReply,
+} from './backend.js';
+import { RESERVE_TTL } from './backend.js';
 import { now } from '../clock.js';
 
-interface Held {
-  token: string;
+interface Entry {
+  /** The holder's token, or undefined while reserved for `reservedFor`. */
+  token: string | undefined;
+  reservedFor: string | undefined;
   /** Monotonic ms. */
   expiresAt: number;
   fence: number;
@@ -16,54 +27,80 @@ const SWEEP_EVERY = 1024;
 
 /**
  * The in-memory store: the same semantics as the Redis backend (tokens compared on release and
- * extend, expiry on the monotonic clock, fences from a clock so they never repeat), for tests
- * and single-process apps. Managers that share one store exclude each other.
+ * extend, expiry on the monotonic clock, fences that never repeat, a wait queue with
+ * reservations and hand-off), for tests and single-process apps. Managers that share one store
+ * exclude each other; separate stores do not.
  */
 export class MemoryStore {
-  readonly #locks = new Map<string, Held>();
+  readonly #locks = new Map<string, Entry>();
+  /** Per lock: queued waiters in arrival order, with the deadline (monotonic ms) of each entry. */
+  readonly #queues = new Map<string, Map<string, number>>();
+  readonly #inboxes = new Map<string, (member: string) => void>();
   readonly #resources = new Map<string, FencedValue>();
-  readonly #watchers = new Map<string, Set<() => void>>();
   #lastFence = 0;
   #sinceSweep = 0;
 
-  /** How many locks are held right now (expired ones are not counted). */
+  /** How many locks are held or reserved right now. */
   get size(): number {
     this.#sweep();
     return this.#locks.size;
   }
 
-  acquire(key: string, token: string, ttl: number): AcquireReply {
+  acquire(key: string, token: string, ttl: number, queue?: QueueEntry): AcquireReply {
     if (++this.#sinceSweep >= SWEEP_EVERY) this.#sweep();
     const t = now();
-    const held = this.#live(key, t);
-    if (held) {
-      if (held.token !== token) return { acquired: false, ttl: Math.max(1, Math.ceil(held.expiresAt - t)) };
-      held.expiresAt = t + ttl;
-      return { acquired: true, fence: held.fence };
+    const entry = this.#live(key, t);
+    if (entry?.token === token) {
+      entry.expiresAt = t + ttl;
+      return { acquired: true, fence: entry.fence };
     }
-    // One counter for the whole store: strictly increasing per key as well.
-    const fence = Math.max(this.#lastFence + 1, clockMicros());
-    this.#lastFence = fence;
-    this.#locks.set(key, { token, expiresAt: t + ttl, fence });
-    return { acquired: true, fence };
+    if (!entry || (queue && entry.reservedFor === queue.member)) {
+      if (queue) this.#queues.get(key)?.delete(queue.member);
+      return { acquired: true, fence: this.#grant(key, token, t + ttl) };
+    }
+    if (queue) {
+      let waiters = this.#queues.get(key);
+      if (!waiters) this.#queues.set(key, (waiters = new Map()));
+      waiters.set(queue.member, t + queue.entryTtl); // keeps its place when already queued
+    }
+    return { acquired: false, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
   }
 
-  release(key: string, token: string): OwnershipReply {
-    const held = this.#live(key, now());
-    if (!held) return 'gone';
-    if (held.token !== token) return 'taken';
-    this.#locks.delete(key);
-    this.#announce(key);
-    return 'ok';
+  release(key: string, token: string, handOff?: HandOff): ReleaseReply {
+    const t = now();
+    const entry = this.#live(key, t);
+    if (!entry) return 'gone';
+    if (entry.token !== token) return 'taken';
+    if (!handOff || handOff.passOn) {
+      const waiter = this.#nextLiveWaiter(key, t);
+      if (waiter) {
+        this.#locks.set(key, { token: undefined, reservedFor: waiter, expiresAt: t + RESERVE_TTL, fence: 0 });
+        const inbox = this.#inboxes.get(waiter.slice(0, waiter.lastIndexOf(':')));
+        if (inbox) queueMicrotask(() => inbox(waiter));
+        return 'ok';
+      }
+    }
+    if (!handOff) {
+      this.#locks.delete(key);
+      return 'ok';
+    }
+    return { handedOff: this.#grant(key, handOff.token, t + handOff.ttl) };
   }
 
   extend(key: string, token: string, ttl: number): OwnershipReply {
     const t = now();
-    const held = this.#live(key, t);
-    if (!held) return 'gone';
-    if (held.token !== token) return 'taken';
-    held.expiresAt = t + ttl;
+    const entry = this.#live(key, t);
+    if (!entry) return 'gone';
+    if (entry.token !== token) return 'taken';
+    entry.expiresAt = t + ttl;
     return 'ok';
+  }
+
+  leave(key: string, member: string): void {
+    const waiters = this.#queues.get(key);
+    waiters?.delete(member);
+    if (waiters?.size === 0) this.#queues.delete(key);
+    if (this.#live(key, now())?.reservedFor === member) this.#locks.delete(key);
   }
 
   /** Deletes a lock whoever holds it (an operator's escape hatch, and tests that lose leases on purpose). */
@@ -84,34 +121,49 @@ export class MemoryStore {
     return this.#resources.get(resource) ?? null;
   }
 
-  watch(key: string, listener: () => void): () => void {
-    let set = this.#watchers.get(key);
-    if (!set) this.#watchers.set(key, (set = new Set()));
-    set.add(listener);
+  watchInbox(managerId: string, listener: (member: string) => void): () => void {
+    this.#inboxes.set(managerId, listener);
     return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#watchers.get(key) === set) this.#watchers.delete(key);
+      if (this.#inboxes.get(managerId) === listener) this.#inboxes.delete(managerId);
     };
   }
 
-  #announce(key: string): void {
-    const set = this.#watchers.get(key);
-    if (set) for (const listener of [...set]) listener();
+  /** One counter for the whole store: strictly increasing per lock as well. */
+  #grant(key: string, token: string, expiresAt: number): number {
+    const fence = Math.max(this.#lastFence + 1, clockMicros());
+    this.#lastFence = fence;
+    this.#locks.set(key, { token, reservedFor: undefined, expiresAt, fence });
+    return fence;
   }
 
-  #live(key: string, t: number): Held | undefined {
-    const held = this.#locks.get(key);
-    if (held && held.expiresAt <= t) {
+  #nextLiveWaiter(key: string, t: number): string | undefined {
+    const waiters = this.#queues.get(key);
+    if (!waiters) return undefined;
+    for (const [member, deadline] of waiters) {
+      waiters.delete(member);
+      if (deadline > t) return member;
+    }
+    this.#queues.delete(key);
+    return undefined;
+  }
+
+  #live(key: string, t: number): Entry | undefined {
+    const entry = this.#locks.get(key);
+    if (entry && entry.expiresAt <= t) {
       this.#locks.delete(key);
       return undefined;
     }
-    return held;
+    return entry;
   }
 
   #sweep(): void {
     this.#sinceSweep = 0;
     const t = now();
-    for (const [key, held] of this.#locks) if (held.expiresAt <= t) this.#locks.delete(key);
+    for (const [key, entry] of this.#locks) if (entry.expiresAt <= t) this.#locks.delete(key);
+    for (const [key, waiters] of this.#queues) {
+      for (const [member, deadline] of waiters) if (deadline <= t) waiters.delete(member);
+      if (waiters.size === 0) this.#queues.delete(key);
+    }
   }
 }
 
@@ -124,12 +176,16 @@ export function createMemoryStore(): MemoryStore {
 export function memoryBackend(store: MemoryStore): Backend {
   return {
     name: 'memory',
-    acquire: async (keys: LockKeys, token, ttl) => store.acquire(keys.lock, token, ttl),
-    release: async (keys, token) => store.release(keys.lock, token),
+    acquire: async (keys, token, ttl, queue) => store.acquire(keys.lock, token, ttl, queue),
+    release: async (keys, token, handOff) => store.release(keys.lock, token, handOff),
     extend: async (keys, token, ttl) => store.extend(keys.lock, token, ttl),
+    leave: async (keys, member) => store.leave(keys.lock, member),
     fencedWrite: async (resource, value, fence) => store.fencedWrite(resource, value, fence),
     fencedRead: async (resource) => store.fencedRead(resource),
-    watchReleases: async (keys, listener) => store.watch(keys.lock, listener),
+    watchInbox: async (managerId, listener) => {
+      const stop = store.watchInbox(managerId, listener);
+      return async () => stop();
+    },
     close: async () => {},
   };
 }

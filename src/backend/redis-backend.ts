@@ -1,28 +1,36 @@
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError } from '../errors.js';
-import type { LockKeys } from '../keys.js';
+import { inboxPrefix, type LockKeys } from '../keys.js';
 import { asInteger, asPair, runScript } from '../lua/run-script.js';
-import { acquireScript, extendScript, fencedReadScript, fencedWriteScript, releaseScript } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type Backend, type OwnershipReply } from './backend.js';
-import { ReleaseHub } from './release-hub.js';
+import {
+  acquireScript,
+  extendScript,
+  fencedReadScript,
+  fencedWriteScript,
+  leaveScript,
+  releaseScript,
+} from '../lua/scripts.generated.js';
+import { FENCE_RETENTION, RESERVE_TTL, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
+import { openInbox } from './inbox.js';
 
-const OWNERSHIP: Record<number, OwnershipReply> = { 1: 'ok', 0: 'gone', [-1]: 'taken' };
+const RETENTION = String(FENCE_RETENTION);
+
 
 function ownership(code: number, operation: string): OwnershipReply {
-  const reply = OWNERSHIP[code];
-  if (!reply) throw new BackendError(operation, `unexpected reply ${code}`);
-  return reply;
+  if (code === 1) return 'ok';
+  if (code === 0) return 'gone';
+  if (code === -1) return 'taken';
+  throw new BackendError(operation, `unexpected reply ${code}`);
 }
 
 /**
  * One Redis server (or a primary with replicas behind the driver). Every operation is one
  * script, one round trip.
  */
-export function redisBackend(client: ScriptClient | Promise<ScriptClient>): Backend {
+export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string): Backend {
   let ready: ScriptClient | undefined = 'then' in client ? undefined : client;
   const pending = 'then' in client ? client : undefined;
-  const get = async (): Promise<ScriptClient> => {
-    if (ready) return ready;
+  const connect = async (): Promise<ScriptClient> => {
     try {
       ready = await pending!;
       return ready;
@@ -30,52 +38,70 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>): Back
       throw new BackendError('connect', error instanceof Error ? error.message : String(error), { cause: error });
     }
   };
-  let hub: ReleaseHub | undefined;
-  const ttlString = (ttl: number): string => String(ttl);
+  const inboxes = inboxPrefix(prefix);
+  const closers = new Set<() => Promise<void>>();
 
   return {
     name: ready ? `redis (${ready.driver})` : 'redis',
-    async acquire(keys: LockKeys, token: string, ttl: number) {
-      const reply = await runScript(ready ?? (await get()), acquireScript, [keys.lock, keys.fence], [
-        token,
-        ttlString(ttl),
-        String(FENCE_RETENTION),
-      ]);
+    async acquire(keys: LockKeys, token: string, ttl: number, queue) {
+      const reply = await runScript(
+        ready ?? (await connect()),
+        acquireScript,
+        [keys.lock, keys.fence, keys.queue, keys.alive],
+        [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0)],
+      );
       const [status, value] = asPair(reply, acquireScript);
       return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
     },
-    async release(keys, token) {
-      const reply = await runScript(ready ?? (await get()), releaseScript, [keys.lock], [token, keys.channel]);
-      return ownership(asInteger(reply, releaseScript), 'release');
+    async release(keys, token, handOff): Promise<ReleaseReply> {
+      const reply = await runScript(
+        ready ?? (await connect()),
+        releaseScript,
+        [keys.lock, keys.fence, keys.queue, keys.alive],
+        [
+          token,
+          inboxes,
+          String(handOff?.ttl ?? 0),
+          handOff?.token ?? '',
+          handOff?.passOn ? '1' : '0',
+          RETENTION,
+          String(RESERVE_TTL),
+        ],
+      );
+      const [status, fence] = asPair(reply, releaseScript);
+      return status === 2 ? { handedOff: fence } : ownership(status, 'release');
     },
     async extend(keys, token, ttl) {
-      const reply = await runScript(ready ?? (await get()), extendScript, [keys.lock], [token, ttlString(ttl)]);
+      const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock], [token, String(ttl)]);
       return ownership(asInteger(reply, extendScript), 'extend');
     },
+    async leave(keys, member) {
+      await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member]);
+    },
     async fencedWrite(resource, value, fence) {
-      const reply = await runScript(ready ?? (await get()), fencedWriteScript, [resource], [value, String(fence)]);
+      const reply = await runScript(ready ?? (await connect()), fencedWriteScript, [resource], [value, String(fence)]);
       const [status, highest] = asPair(reply, fencedWriteScript);
       return { accepted: status === 1, highest };
     },
     async fencedRead(resource) {
-      const c = ready ?? (await get());
-      const reply = await runScript(c, fencedReadScript, [resource], []);
+      const reply = await runScript(ready ?? (await connect()), fencedReadScript, [resource], []);
       if (reply === null || reply === undefined) return null;
       if (Array.isArray(reply) && reply.length === 2 && typeof reply[0] === 'string') {
         return { value: reply[0], fence: asInteger(reply[1], fencedReadScript) };
       }
       throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
     },
-    async watchReleases(keys, listener) {
-      hub ??= new ReleaseHub(ready ?? (await get()));
-      try {
-        return await hub.watch(keys.channel, listener);
-      } catch (error) {
-        throw new BackendError('subscribe', error instanceof Error ? error.message : String(error), { cause: error });
-      }
+    async watchInbox(managerId, listener) {
+      const close = await openInbox(ready ?? (await connect()), inboxes + managerId, listener);
+      closers.add(close);
+      return async () => {
+        closers.delete(close);
+        await close();
+      };
     },
     async close() {
-      await hub?.close();
+      await Promise.all([...closers].map((close) => close().catch(() => {})));
+      closers.clear();
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },

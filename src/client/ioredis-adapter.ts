@@ -59,7 +59,7 @@ async function ioredisSubscriber(sub: IoredisLike): Promise<SubscriberConnection
       await sub.unsubscribe(channel);
     },
     onMessage: (listener) => {
-      sub.on('message', ((channel: string) => listener(channel)) as (...args: never[]) => void);
+      sub.on('message', ((channel: string, message: string) => listener(channel, message)) as (...args: never[]) => void);
     },
     onReconnect: (listener) => {
       reconnectListeners.push(listener);

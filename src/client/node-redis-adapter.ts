@@ -58,14 +58,14 @@ async function nodeRedisSubscriber(sub: NodeRedisLike): Promise<SubscriberConnec
   sub.on('error', () => {});
   let connectedOnce = false;
   const reconnectListeners: Array<() => void> = [];
-  const messageListeners: Array<(channel: string) => void> = [];
+  const messageListeners: Array<(channel: string, message: string) => void> = [];
   sub.on('ready', () => {
     if (connectedOnce) for (const l of reconnectListeners) l();
     connectedOnce = true;
   });
   await sub.connect();
-  const onMessage = (_message: string, channel: string): void => {
-    for (const l of messageListeners) l(channel);
+  const onMessage = (message: string, channel: string): void => {
+    for (const l of messageListeners) l(channel, message);
   };
   return {
     subscribe: async (channel) => {

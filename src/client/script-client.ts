@@ -19,8 +19,8 @@ export interface ScriptClient {
 export interface SubscriberConnection {
   subscribe(channel: string): Promise<void>;
   unsubscribe(channel: string): Promise<void>;
-  /** Called with each message's channel. */
-  onMessage(listener: (channel: string) => void): void;
+  /** Called with each message's channel and payload. */
+  onMessage(listener: (channel: string, message: string) => void): void;
   /** Called when the connection is ready again after a reconnect: messages may have been missed meanwhile. */
   onReconnect(listener: () => void): void;
   close(): Promise<void>;

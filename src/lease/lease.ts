@@ -10,6 +10,8 @@ import { Watchdog, type RenewOptions } from './watchdog.js';
 export interface LeaseContext {
   readonly backend: Backend;
   readonly driftFactor: number;
+  /** Releases in the backend, passing the lock on to a waiter of this process when there is one. */
+  readonly release: (lease: Lease, keys: LockKeys, token: string) => Promise<OwnershipReply>;
   /** Called once when the lease ends (released or lost), so the manager can forget it. */
   readonly onEnd: (lease: Lease) => void;
 }
@@ -45,7 +47,7 @@ export class Lease implements AsyncDisposable {
   #lostError: LeaseLostError | undefined;
   #expiryTimer: NodeJS.Timeout | undefined;
   #watchdog: Watchdog | undefined;
-  /** Extends and the release run one at a time, in order. */
+  /** Extends run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
   #releasing: Promise<void> | undefined;
 
@@ -125,12 +127,12 @@ export class Lease implements AsyncDisposable {
    * `BackendError` when the backend could not be reached (the lease then expires by its TTL).
    */
   release(): Promise<void> {
-    this.#releasing ??= this.#serial(async () => {
+    // Not queued behind a renewal in flight: a release must not wait for a backend that hangs.
+    this.#releasing ??= (async () => {
       this.#watchdog?.stop();
-      if (this.#state === 'released') return;
       let reply: OwnershipReply;
       try {
-        reply = await this.#context.backend.release(this.#keys, this.#token);
+        reply = await this.#context.release(this, this.#keys, this.#token);
       } catch (error) {
         this.#releasing = undefined; // a later call may try again
         throw error;
@@ -138,7 +140,7 @@ export class Lease implements AsyncDisposable {
       this.#afterOwnershipReply(reply);
       if (this.#state === 'lost') throw this.#lostError;
       this.#end('released', new LeaseReleasedError(this.key));
-    });
+    })();
     return this.#releasing;
   }
 
@@ -191,7 +193,9 @@ export class Lease implements AsyncDisposable {
     const delay = Math.max(0, Math.ceil(this.#validUntil - now()));
     this.#expiryTimer = setTimeout(() => {
       if (this.#state === 'held' && now() >= this.#validUntil) {
-        this.#lose(this.#watchdog?.lastError ? this.#lossFor('unreachable', this.#watchdog.lastError) : this.#lossFor('expired'));
+        const watchdog = this.#watchdog;
+        const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
+        this.#lose(unreachable ? this.#lossFor('unreachable', watchdog.lastError) : this.#lossFor('expired'));
       } else if (this.#state === 'held') {
         this.#armExpiry();
       }

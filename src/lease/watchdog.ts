@@ -32,6 +32,8 @@ export class Watchdog {
   #stopped = false;
   /** The last error from a renewal that could not reach the backend; cleared by a success. */
   lastError: unknown;
+  /** True while a renewal waits for its reply. */
+  renewing = false;
 
   constructor(lease: Renewable, options: RenewOptions, onLost: (error: LeaseLostError) => void) {
     this.#lease = lease;
@@ -60,11 +62,14 @@ export class Watchdog {
       return;
     }
     if (now() >= this.#lease.validUntil) return; // never extend a lease whose validity has passed
+    this.renewing = true;
     try {
       await this.#lease.renew();
+      this.renewing = false;
       this.lastError = undefined;
       this.#schedule(this.#every);
     } catch (error) {
+      this.renewing = false;
       if (error instanceof LeaseLostError) {
         this.stop();
         this.#onLost(error);

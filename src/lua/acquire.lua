@@ -1,54 +1,66 @@
 --[[
-  acquire: take a lease on a lock key if it is free, and issue a fencing token.
+  acquire: take a lease on a lock if it is free (or reserved for this waiter), and issue a
+  fencing token; otherwise join the lock's wait queue and report the holder's remaining TTL.
 
-  One atomic step: SET NX PX and the fence counter together, so a crash can never
-  leave a lock without an expiry (the SETNX-then-EXPIRE trap) or a lease without a fence.
+  One atomic step, so a crash can never leave a lock without an expiry (the SETNX-then-EXPIRE
+  trap) or a lease without a fence.
 
-  KEYS[1]  lock key           string; holds the holder's token while the lease lives
-  KEYS[2]  fence counter key  string; the last fence issued for this lock (an integer)
-  ARGV[1]  token              the caller's random token (at least 128 bits, hex)
-  ARGV[2]  ttl                lease time to live, milliseconds, positive integer
-  ARGV[3]  fence retention    how long the counter outlives the lease, milliseconds
+  KEYS[1]  lock key    string: the holder's token, or "~" .. waiter while reserved for a waiter
+  KEYS[2]  fence key   string: the last fence issued for this lock (an integer)
+  KEYS[3]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
+  KEYS[4]  alive key   hash: waiter -> deadline (server ms) after which its entry is dead
+  ARGV[1]  token       the caller's random token (at least 128 bits, hex)
+  ARGV[2]  ttl         lease time to live, milliseconds, positive integer
+  ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
+  ARGV[4]  waiter      "<inbox>:<id>" to queue under when the lock is busy, or "" not to queue
+  ARGV[5]  entry ttl   how long a queue entry lives without another attempt, milliseconds
 
   Returns
-    {1, fence}  acquired. fence = max(last fence + 1, server TIME in microseconds), so it
-                grows strictly on this server, and stays above earlier fences even when
-                the counter was lost (restart without persistence, failover) as long as
-                the server clock has not gone back past the last fence.
-                If the lock already holds ARGV[1] (a retried or replayed acquire), the
-                lease is refreshed to ttl and the fence it was issued is returned again.
-    {0, pttl}   held by another token; pttl is its remaining time to live in
-                milliseconds, -1 if the key has no expiry.
+    {1, fence}  acquired. fence = max(last fence + 1, server TIME in microseconds): it grows
+                strictly on this server, and stays above earlier fences when the counter was
+                lost (restart without persistence, failover), unless the server clock went back
+                past the last fence. The caller's queue entry, if any, is removed.
+                If the lock already holds ARGV[1] (a retried or replayed acquire), the lease is
+                refreshed to ttl and the fence it was issued is returned again.
+    {0, pttl}   busy: held by another token, or reserved for another waiter; pttl is its
+                remaining time to live in milliseconds (-1 if the key has no expiry). The
+                caller is queued (or its entry refreshed) when ARGV[4] is not empty.
   Errors
-    WRONGTYPE   KEYS[1] or KEYS[2] holds a value that is not a string.
+    WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
-local lockKey = KEYS[1]
-local fenceKey = KEYS[2]
-local token = ARGV[1]
-local ttl = ARGV[2]
+local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
 
-if not redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
-  -- GET raises WRONGTYPE itself when the key is not a string.
-  if redis.call('GET', lockKey) == token then
-    redis.call('PEXPIRE', lockKey, ttl)
-    return {1, tonumber(redis.call('GET', fenceKey))}
-  end
-  return {0, redis.call('PTTL', lockKey)}
-end
-
-local last = redis.pcall('GET', fenceKey)
-if type(last) == 'table' and last.err then
-  -- Leave nothing behind: the lease is not handed out without a fence.
-  redis.call('DEL', lockKey)
-  return redis.error_reply(last.err)
+local current = redis.call('GET', lockKey)
+if current == token then
+  redis.call('PEXPIRE', lockKey, ttl)
+  return {1, tonumber(redis.call('GET', fenceKey))}
 end
 
 local now = redis.call('TIME')
-local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local previous = last and tonumber(last)
-if previous and previous >= fence then
-  fence = previous + 1
+if current == false or (waiter ~= '' and current == '~' .. waiter) then
+  local last = redis.call('GET', fenceKey)
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local previous = last and tonumber(last)
+  if previous and previous >= fence then
+    fence = previous + 1
+  end
+  redis.call('SET', lockKey, token, 'PX', ttl)
+  -- Numbers are passed to Redis with %.17g: exact for integers below 2^53.
+  redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[3]))
+  if waiter ~= '' then
+    redis.call('ZREM', queueKey, waiter)
+    redis.call('HDEL', aliveKey, waiter)
+  end
+  return {1, fence}
 end
--- Numbers are passed to Redis with %.17g: exact for integers below 2^53.
-redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[3]))
-return {1, fence}
+
+if waiter ~= '' then
+  local entryTtl = tonumber(ARGV[5])
+  local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
+  redis.call('HSET', aliveKey, waiter, nowMs + entryTtl)
+  redis.call('PEXPIRE', queueKey, entryTtl * 2)
+  redis.call('PEXPIRE', aliveKey, entryTtl * 2)
+end
+return {0, redis.call('PTTL', lockKey)}

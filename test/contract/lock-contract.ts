@@ -393,6 +393,113 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>): void {
     });
   });
 
+  describe('the in-process queue', () => {
+    it('serves callers of one manager in arrival order, handing the lock on with a new token and fence', async () => {
+      fresh();
+      const l = locks();
+      const first = await l.acquire('fifo', { ttl: 10_000 });
+      const order: number[] = [];
+      const leases: Lease[] = [];
+      const waiting = Array.from({ length: 10 }, (_, i) =>
+        l.acquire('fifo', { ttl: 10_000 }).then(async (lease) => {
+          order.push(i);
+          leases.push(lease);
+          await lease.release();
+        }),
+      );
+      await first.release();
+      await Promise.all(waiting);
+      expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      const fences = [first, ...leases].map((x) => x.fence);
+      expect(fences).toEqual([...fences].sort((x, y) => x - y));
+      expect(new Set([first, ...leases].map((x) => x.token)).size).toBe(11);
+    });
+
+    it('gives another process a turn after `localHandoffs` hand-offs in a row', async () => {
+      fresh();
+      const busy = locks({ localHandoffs: 3 });
+      const other = locks();
+      const first = await busy.acquire('turns', { ttl: 10_000 });
+      let busyServed = 0;
+      let servedBeforeOther = -1;
+      const loops = Array.from({ length: 6 }, () =>
+        (async () => {
+          for (let i = 0; i < 4; i++) {
+            const lease = await busy.acquire('turns', { ttl: 10_000, wait: 20_000 });
+            busyServed++;
+            await new Promise((r) => setImmediate(r));
+            await lease.release();
+          }
+        })(),
+      );
+      const otherTurn = (async () => {
+        await new Promise((r) => setTimeout(r, 20)); // queued behind the busy manager's callers
+        const lease = await other.acquire('turns', { ttl: 10_000, wait: 20_000 });
+        servedBeforeOther = busyServed;
+        await lease.release();
+      })();
+      await new Promise((r) => setTimeout(r, 40));
+      await first.release();
+      await Promise.all([...loops, otherTurn]);
+      expect(busyServed).toBe(24);
+      expect(servedBeforeOther).toBeGreaterThanOrEqual(0);
+      expect(servedBeforeOther).toBeLessThanOrEqual(3 + 1);
+    });
+
+    it('a queued caller that times out or is aborted leaves the queue, and the next is still served', async () => {
+      fresh();
+      const l = locks();
+      const holder = await l.acquire('leave', { ttl: 10_000 });
+      const controller = new AbortController();
+      const aborted = l.acquire('leave', { signal: controller.signal }).catch((e: unknown) => e);
+      const timedOut = l.acquire('leave', { wait: 30 }).catch((e: unknown) => e);
+      const served = l.acquire('leave', { wait: 10_000 });
+      controller.abort(new Error('no longer needed'));
+      expect(await aborted).toMatchObject({ message: 'no longer needed' });
+      expect(await timedOut).toBeInstanceOf(LockTimeoutError);
+      await holder.release();
+      const lease = await served;
+      expect(lease.fence).toBeGreaterThan(holder.fence);
+      await lease.release();
+    });
+
+    it('tryAcquire does not jump the queue of waiting callers', async () => {
+      fresh();
+      const l = locks();
+      const holder = await l.acquire('nojump', { ttl: 10_000 });
+      const waiting = l.acquire('nojump');
+      expect(await l.tryAcquire('nojump')).toBeNull();
+      await holder.release();
+      await (await waiting).release();
+    });
+
+    it('a waiter in another manager gets the lock within one reservation of the release', async () => {
+      fresh();
+      const [a, b] = [locks(), locks({ recheck: 60_000 })];
+      const holder = await a.acquire('pass', { ttl: 60_000 });
+      const waiting = b.acquire('pass', { wait: 10_000 });
+      await new Promise((r) => setTimeout(r, 30));
+      const released = performance.now();
+      await holder.release();
+      const lease = await waiting;
+      // Told by the release itself: not the 60 s recheck, nor the 60 s TTL.
+      expect(performance.now() - released).toBeLessThan(1000);
+      // And the releasing side cannot barge back in while the lock is reserved for the waiter.
+      await lease.release();
+    });
+
+    it('the releasing process cannot barge in ahead of a waiter of another process', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const holder = await a.acquire('barge', { ttl: 60_000 });
+      const waiting = b.acquire('barge', { wait: 10_000 });
+      await new Promise((r) => setTimeout(r, 30));
+      await holder.release();
+      expect(await a.tryAcquire('barge')).toBeNull();
+      await (await waiting).release();
+    });
+  });
+
   describe('close', () => {
     it('stops waits with a LockAbortedError, releases held leases, and refuses later calls', async () => {
       fresh();

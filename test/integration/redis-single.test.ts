@@ -107,17 +107,21 @@ describe('fencing tokens when Redis loses data', () => {
     try {
       const prefix = uniquePrefix();
       const client = new Redis(volatile.port, '127.0.0.1');
+      client.on('error', () => {}); // the restart drops the connection; ioredis reconnects
       const locks = createLocks({ redis: client, prefix });
+      // Another manager (another process, in effect): one manager queues its own callers behind its lease.
+      const later = createLocks({ redis: client, prefix });
       const before = await locks.acquire('survive', { ttl: 60_000 });
       await volatile.restart();
       const check = new Redis(volatile.port, '127.0.0.1');
       expect(await check.exists(`${prefix}{survive}`, `${prefix}{survive}:fence`)).toBe(0); // data really lost
       check.disconnect();
-      const after = await locks.acquire('survive', { ttl: 60_000 });
+      const after = await later.acquire('survive', { ttl: 60_000 });
       expect(after.fence).toBeGreaterThan(before.fence);
       await after.release();
       await expect(before.release()).rejects.toBeInstanceOf(LeaseLostError);
       await locks.close();
+      await later.close();
       client.disconnect();
     } finally {
       await volatile.stop();
@@ -157,9 +161,10 @@ describe('the acquire script', () => {
     const prefix = uniquePrefix();
     const keys = lockKeys(prefix, 'replay');
     const client = adaptClient(raw);
-    const first = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-a', '5000', '1000']);
-    const replay = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-a', '5000', '1000']);
-    const other = await runScript(client, acquireScript, [keys.lock, keys.fence], ['token-b', '5000', '1000']);
+    const all = [keys.lock, keys.fence, keys.queue, keys.alive];
+    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
+    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
+    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '1000', '', '0']);
     expect(replay).toEqual(first);
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
@@ -247,18 +252,20 @@ describe('the borrowed client', () => {
     client.disconnect();
   });
 
-  it('waiting leaves no subscription behind, and close() closes the subscriber connection it made', async () => {
+  it('waiting uses one inbox subscription per manager, and close() closes the connection it made', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
-    const holder = await locks.acquire('subs');
-    const waiting = locks.acquire('subs', { wait: 5000 });
-    await new Promise((r) => setTimeout(r, 20));
-    const channel = `${prefix}{subs}:released`;
-    expect(await raw.pubsub('NUMSUB', channel)).toEqual([channel, 1]);
-    await holder.release();
-    await (await waiting).release();
-    // The unsubscribe is sent when the wait ends, without anything to await from outside: poll the server.
-    await expect.poll(async () => raw.pubsub('NUMSUB', channel), { timeout: 2000, interval: 10 }).toEqual([channel, 0]);
+    const client = new Redis(server.port, '127.0.0.1');
+    const locks = createLocks({ redis: client, prefix });
+    const other = await managerOn('ioredis', server.port, { prefix });
+    const holders = await Promise.all(['a', 'b', 'c'].map((k) => other.acquire(k)));
+    const waiting = ['a', 'b', 'c'].map((k) => locks.acquire(k, { wait: 5000 }));
+    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
+    for (const h of holders) await h.release();
+    for (const w of waiting) await (await w).release();
+    expect(await raw.pubsub('CHANNELS', `${prefix}inbox:*`)).toHaveLength(1);
+    await locks.close();
+    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(0);
+    client.disconnect();
   });
 
   it('a waiter whose subscriber connection is reset still gets the lock when it is released', async () => {
@@ -267,7 +274,7 @@ describe('the borrowed client', () => {
     const other = await managerOn('ioredis', server.port, { prefix });
     const holder = await other.acquire('reset', { ttl: 30_000 });
     const waiting = locks.acquire('reset', { wait: 10_000 });
-    await expect.poll(async () => (await raw.pubsub('NUMSUB', `${prefix}{reset}:released`))[1], { timeout: 2000, interval: 10 }).toBe(1);
+    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
     await raw.client('KILL', 'TYPE', 'pubsub');
     await holder.release(); // published while the subscriber is reconnecting: the message is lost
     const started = performance.now();

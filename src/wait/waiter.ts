@@ -1,0 +1,43 @@
+import type { Lease } from '../lease/lease.js';
+import type { RenewOptions } from '../lease/watchdog.js';
+import type { LockKeys } from '../keys.js';
+import type { WaitStrategyName } from './strategy.js';
+
+/**
+ * One call of `acquire` waiting for a lock. Waiters of one manager for one key queue in FIFO
+ * order ({@link KeyState}); only the head talks to the backend (`active`), the others wait in
+ * memory until the head is served or a lease of this process is handed to them.
+ */
+export interface Waiter {
+  readonly keys: LockKeys;
+  /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
+  readonly member: string;
+  readonly token: string;
+  readonly ttl: number;
+  readonly renew: RenewOptions | undefined;
+  readonly strategy: WaitStrategyName;
+  /** Monotonic ms. */
+  readonly started: number;
+  readonly deadline: number;
+  /** Aborted by the caller's signal, by `close()`, or on timeout while queued. */
+  readonly controller: AbortController;
+  /** queued: in memory; active: the head, talking to the backend (or being handed a lease); done: settled. */
+  state: 'queued' | 'active' | 'done';
+  attempts: number;
+  /** Set by an inbox message that arrived while it was not sleeping. */
+  woken: boolean;
+  /** Ends the current sleep early, while it sleeps. */
+  wake: (() => void) | undefined;
+  timer: NodeJS.Timeout | undefined;
+  resolve(lease: Lease): void;
+  reject(error: unknown): void;
+}
+
+/** A lock's state in one manager: the lease this process holds on it, and its waiters in arrival order. */
+export interface KeyState {
+  readonly name: string;
+  holder: Lease | undefined;
+  readonly waiters: Waiter[];
+  /** Consecutive hand-offs to waiters of this process; bounded so that other processes get a turn. */
+  streak: number;
+}
