@@ -14,6 +14,7 @@ export type LockErrorCode =
   | 'BACKEND_ERROR'
   | 'WRONG_TYPE'
   | 'STALE_FENCE'
+  | 'SUPPRESSED'
   | 'CLOSED';
 
 /** Base class of every latchkey error. */
@@ -173,7 +174,7 @@ export class LockSuppressedError extends LockError {
   readonly error: unknown;
   readonly suppressed: unknown;
   constructor(error: unknown, suppressed: unknown) {
-    super('LEASE_LOST', 'The critical section threw, and releasing its lease failed too (see `error` and `suppressed`).', {
+    super('SUPPRESSED', 'The critical section threw, and releasing its lease failed too (see `error` and `suppressed`).', {
       cause: error,
     });
     this.name = 'LockSuppressedError';

@@ -394,9 +394,13 @@ class LockManager implements Locks {
       const left = head.deadline - now();
       if (left <= 0) throw new LockTimeoutError(keys.name, now() - head.started, head.attempts);
       if (member !== undefined && !listening) {
-        await this.#listen();
         listening = true;
-        continue; // the lock may have been passed to us before the inbox was listening
+        // Without an inbox the head still wakes at the holder's TTL and at each recheck.
+        const inbox = await this.#listen().then(
+          () => true,
+          () => false,
+        );
+        if (inbox) continue; // the lock may have been passed to us before the inbox was listening
       }
       if (!head.woken) {
         const holderTtl = reply.acquired ? 0 : reply.ttl;

@@ -32,22 +32,31 @@ local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
 
 local current = redis.call('GET', lockKey)
-if current == token then
-  redis.call('PEXPIRE', lockKey, ttl)
-  return {1, tonumber(redis.call('GET', fenceKey))}
-end
-
 local now = redis.call('TIME')
-if current == false or (waiter ~= '' and current == '~' .. waiter) then
-  local last = redis.call('GET', fenceKey)
+
+-- The next fence: above the last one issued, and never below the server clock in µs.
+local function issueFence(last)
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local previous = last and tonumber(last)
   if previous and previous >= fence then
     fence = previous + 1
   end
-  redis.call('SET', lockKey, token, 'PX', ttl)
   -- Numbers are passed to Redis with %.17g: exact for integers below 2^53.
   redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[3]))
+  return fence
+end
+
+if current == token then
+  redis.call('PEXPIRE', lockKey, ttl)
+  -- The counter may have expired or been evicted during a long hold: then issue a new fence.
+  local last = redis.call('GET', fenceKey)
+  return {1, (last and tonumber(last)) or issueFence(false)}
+end
+
+if current == false or (waiter ~= '' and current == '~' .. waiter) then
+  local last = redis.call('GET', fenceKey) -- raises WRONGTYPE before anything is written
+  redis.call('SET', lockKey, token, 'PX', ttl)
+  local fence = issueFence(last)
   if waiter ~= '' then
     redis.call('ZREM', queueKey, waiter)
     redis.call('HDEL', aliveKey, waiter)

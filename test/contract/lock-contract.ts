@@ -379,6 +379,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>): void {
         })
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(LockSuppressedError);
+      expect(error).toMatchObject({ code: 'SUPPRESSED' });
       expect((error as LockSuppressedError).suppressed).toBe(failure);
       expect((error as LockSuppressedError).error).toBeInstanceOf(LeaseLostError);
     });

@@ -168,6 +168,11 @@ describe('the acquire script', () => {
     expect(replay).toEqual(first);
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
+    // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
+    await raw.del(keys.fence);
+    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0'])) as number[];
+    expect(afterLoss[0]).toBe(1);
+    expect(afterLoss[1]).toBeGreaterThan((first as number[])[1]!);
   });
 });
 
