@@ -1,0 +1,31 @@
+// Client connections shared by the adapters: ioredis 5 for most libraries, node-redis 5 for the
+// one that requires it. Every adapter opens its own client(s) from the URL it is given, so in the
+// round-trip pass all of a library's traffic (subscriber connections it duplicates included) goes
+// through the counting proxy.
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+
+export async function connectIoredis(url) {
+  const client = new Redis(url, { lazyConnect: true });
+  client.on('error', () => {}); // reported by the commands that fail
+  await client.connect();
+  return client;
+}
+
+export async function closeIoredis(client) {
+  await client.quit().catch(() => client.disconnect());
+}
+
+export async function connectNodeRedis(url) {
+  const client = createClient({ url });
+  client.on('error', () => {});
+  await client.connect();
+  return client;
+}
+
+export async function closeNodeRedis(client) {
+  await client.close().catch(() => client.destroy());
+}
+
+/** The retry settings of the "fast" variants: 2 ms between attempts, for about 10 s. */
+export const FAST = { delay: 2, attempts: 5000, waitMs: 10_000 };

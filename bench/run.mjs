@@ -1,0 +1,649 @@
+// Side-by-side benchmark of latchkey and its peer libraries on one private redis-server.
+// Usage: npm run bench   (= npm run build && node bench/run.mjs)
+// Env: BENCH_SECONDS (default 10) per timing pass, BENCH_RT_SECONDS (default 3) per round-trip
+// pass, BENCH_ONLY=substr[,substr] to pick libraries/variants, BENCH_SCENARIO=name[,name].
+// Tables go to stdout, progress to stderr, everything to bench/results/latest.json.
+// See bench/README.md for what each figure means.
+import { fork } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { baseString, now, sleep } from './lib/clock.mjs';
+import { diffCounts, startCountingProxy } from './lib/proxy.mjs';
+import { startRedisServer } from './lib/redis-server.mjs';
+import { jain, summarize } from './lib/stats.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..');
+const WORKER = path.join(here, 'worker.mjs');
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+function seconds(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number of seconds, got ${raw}`);
+  return n;
+}
+
+const SECONDS = seconds('BENCH_SECONDS', 10);
+const RT_SECONDS = seconds('BENCH_RT_SECONDS', Math.min(3, SECONDS));
+const HOLD_CAP_SECONDS = 8; // scenario 3 keeps every wait below the 10 s acquire limit
+const CONTENDERS = 8; // scenario 1 processes
+const TASKS = 64; // scenario 2 tasks, scenario 4b loops
+const WAITER_PROCESSES = 4; // scenario 3
+const WAITERS_PER_PROCESS = 50;
+const DRAIN_CAP_MS = 30_000; // scenario 3: longest wait for the 200 waiters after the release
+
+const ADAPTERS = [
+  { adapter: 'latchkey', pkg: null, variants: ['default', 'backoff'] },
+  { adapter: 'redlock-v4', pkg: 'redlock-v4', variants: ['default', 'fast'] },
+  { adapter: 'redlock-v5', pkg: 'redlock-v5', variants: ['default', 'fast'] },
+  { adapter: 'sesamecare-redlock', pkg: '@sesamecare-oss/redlock', variants: ['default', 'fast'] },
+  { adapter: 'redlock-universal', pkg: 'redlock-universal', variants: ['default', 'fast'] },
+  { adapter: 'redis-semaphore', pkg: 'redis-semaphore', variants: ['default', 'fast'] },
+  { adapter: 'simple-redis-mutex', pkg: 'simple-redis-mutex', variants: ['default', 'fast'] },
+];
+
+const ALL_ROWS = ADAPTERS.flatMap(({ adapter, variants }) =>
+  variants.map((variant) => ({
+    adapter,
+    variant,
+    ours: adapter === 'latchkey',
+    label: `${adapter} ${adapter === 'latchkey' && variant === 'default' ? 'notify' : variant}`,
+  })),
+);
+
+const only = (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+const ROWS = only.length ? ALL_ROWS.filter((r) => only.some((s) => `${r.adapter}/${r.variant} ${r.label}`.includes(s))) : ALL_ROWS;
+
+const SCENARIO_NAMES = ['handoff', 'inprocess', 'idle', 'uncontended'];
+const wantedScenarios = (process.env.BENCH_SCENARIO ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+for (const s of wantedScenarios) {
+  if (!SCENARIO_NAMES.includes(s) && !/^[1-4]$/.test(s)) {
+    throw new Error(`BENCH_SCENARIO: unknown scenario "${s}"; use ${SCENARIO_NAMES.join(', ')} or 1-4`);
+  }
+}
+const SCENARIOS = wantedScenarios.length
+  ? SCENARIO_NAMES.filter((name, i) => wantedScenarios.includes(name) || wantedScenarios.includes(String(i + 1)))
+  : SCENARIO_NAMES;
+
+const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes
+
+const liveChildren = new Set();
+
+function spawnWorker(setup) {
+  const child = fork(WORKER, [], {
+    stdio: ['ignore', 2, 2, 'ipc'], // a worker's console output goes to our stderr
+    env: { ...process.env, BENCH_BASE: baseString },
+  });
+  liveChildren.add(child);
+  child.on('error', () => {}); // e.g. EPIPE on a message to a worker that is exiting
+  const inbox = [];
+  const waiting = [];
+  let failure = null;
+  const fail = (error) => {
+    failure ??= error;
+    for (const w of waiting.splice(0)) w.reject(failure);
+  };
+  child.on('message', (msg) => {
+    if (msg.type === 'fatal') return fail(new Error(`worker ${setup.role} failed: ${msg.message}`));
+    const i = waiting.findIndex((w) => w.type === msg.type);
+    if (i >= 0) waiting.splice(i, 1)[0].resolve(msg);
+    else inbox.push(msg);
+  });
+  const exited = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      liveChildren.delete(child);
+      fail(new Error(`worker ${setup.role} exited (${signal ?? code}) before reporting`));
+      resolve();
+    }),
+  );
+  child.send({ cmd: 'setup', ...setup });
+  return {
+    send(msg) {
+      if (child.connected) child.send(msg, () => {});
+    },
+    /** The next message of `type`, or a rejection after `timeoutMs` or when the worker dies. */
+    next(type, timeoutMs) {
+      const i = inbox.findIndex((m) => m.type === type);
+      if (i >= 0) return Promise.resolve(inbox.splice(i, 1)[0]);
+      if (failure) return Promise.reject(failure);
+      return new Promise((resolve, reject) => {
+        const entry = { type, resolve, reject };
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(entry), 1);
+          reject(new Error(`worker ${setup.role}: no "${type}" within ${Math.round(timeoutMs / 1000)} s`));
+        }, timeoutMs);
+        entry.resolve = (m) => (clearTimeout(timer), resolve(m));
+        entry.reject = (e) => (clearTimeout(timer), reject(e));
+        waiting.push(entry);
+      });
+    },
+    /** Waits up to `capMs` for the worker to exit by itself, then kills it. */
+    async end(capMs = 15_000) {
+      if (child.exitCode === null && child.signalCode === null) {
+        const timer = sleep(capMs).then(() => 'late');
+        if ((await Promise.race([exited, timer])) === 'late') {
+          log(`    (worker ${child.pid} still busy ${capMs / 1000} s after the end: killed)`);
+          child.kill('SIGKILL');
+        }
+      }
+      await exited;
+    },
+    kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+/** Runs `body(spawn)`, then makes sure every worker it spawned is gone. */
+async function withWorkers(body) {
+  const workers = [];
+  const spawn = (setup) => {
+    const w = spawnWorker(setup);
+    workers.push(w);
+    return w;
+  };
+  try {
+    return await body(spawn);
+  } finally {
+    for (const w of workers) w.send({ cmd: 'stop' });
+    await Promise.all(workers.map((w) => w.end()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios. Each runs once per pass: "timing" (clients straight to redis-server) and "rt"
+// (clients through the counting proxy, shorter, only round-trip figures are taken from it).
+
+let env; // { directUrl, proxyUrl, proxy, admin }
+let runCounter = 0;
+
+function passSetup(row, pass, scenario) {
+  runCounter++;
+  return {
+    adapter: row.adapter,
+    variant: row.variant,
+    url: pass === 'rt' ? env.proxyUrl : env.directUrl,
+    directUrl: env.directUrl,
+    key: `bench:${scenario}:${row.adapter}:${row.variant}:${pass}:${runCounter}`,
+  };
+}
+
+const passMs = (pass) => 1000 * (pass === 'rt' ? RT_SECONDS : SECONDS);
+const warmupMs = (ms) => Math.min(1000, 0.2 * ms);
+
+/** Sleeps until `t` on the shared clock. */
+const sleepUntil = (t) => sleep(Math.max(0, t - now()));
+
+/** Counts proxy commands over [from, to] while `work` runs; null in the timing pass. */
+function countWindow(pass, from, to) {
+  if (pass !== 'rt') return Promise.resolve(null);
+  return (async () => {
+    await sleepUntil(from);
+    const a = env.proxy.snapshot();
+    const t0 = now();
+    await sleepUntil(to);
+    const b = env.proxy.snapshot();
+    return { ...diffCounts(a, b), seconds: (now() - t0) / 1000 };
+  })();
+}
+
+function errorsOf(results) {
+  const merged = new Map();
+  for (const r of results) for (const { message, count } of r.errors ?? []) merged.set(message, (merged.get(message) ?? 0) + count);
+  return [...merged].map(([message, count]) => ({ message, count })).sort((a, b) => b.count - a.count);
+}
+
+/** Longest wait including waits still in progress when the worker reported. */
+function longestWait(waits, results) {
+  let longest = 0;
+  for (const w of waits) longest = Math.max(longest, w);
+  for (const r of results) for (const w of r.pending ?? []) longest = Math.max(longest, r.at - w);
+  return longest;
+}
+
+/** Scenario 1: 8 processes loop on one key, 1 ms busy hold. */
+async function runHandoff(row, pass) {
+  const ms = passMs(pass);
+  const setup = { ...passSetup(row, pass, 'handoff'), role: 'handoff', holdMs: 1 };
+  return withWorkers(async (spawn) => {
+    const workers = Array.from({ length: CONTENDERS }, () => spawn(setup));
+    await Promise.all(workers.map((w) => w.next('ready', 30_000)));
+    const goAt = now();
+    const endAt = goAt + ms;
+    const winStart = goAt + warmupMs(ms);
+    for (const w of workers) w.send({ cmd: 'go', endAt });
+    const counted = countWindow(pass, winStart, endAt);
+    const results = await Promise.all(workers.map((w) => w.next('result', ms + 30_000)));
+    const rt = await counted;
+
+    const all = [];
+    results.forEach((r, worker) => {
+      for (const [wantAt, acquiredAt, releaseAt, releaseDoneAt, failures] of r.records) {
+        if (acquiredAt >= winStart && acquiredAt <= endAt) all.push({ worker, wantAt, acquiredAt, releaseAt, releaseDoneAt, failures });
+      }
+    });
+    all.sort((a, b) => a.acquiredAt - b.acquiredAt);
+    const handoffs = [];
+    let same = 0;
+    let overlaps = 0;
+    for (let i = 1; i < all.length; i++) {
+      const prev = all[i - 1];
+      const next = all[i];
+      if (next.worker === prev.worker) {
+        same++;
+        continue;
+      }
+      const gap = next.acquiredAt - prev.releaseAt;
+      if (gap < 0) overlaps++;
+      handoffs.push(gap);
+    }
+    const perWorker = Array(CONTENDERS).fill(0);
+    for (const a of all) perWorker[a.worker]++;
+    const waits = all.map((a) => a.acquiredAt - a.wantAt);
+    const windowSec = (endAt - winStart) / 1000;
+    const h = summarize(handoffs);
+    const w = summarize(waits);
+    return {
+      acquisitions: all.length,
+      acqPerSec: all.length / windowSec,
+      handoffP50: h.p50,
+      handoffP99: h.p99,
+      handoffs: h.n,
+      sameHolderShare: all.length > 1 ? same / (all.length - 1) : NaN,
+      waitP99: w.p99,
+      waitMax: longestWait(waits, results),
+      jain: jain(perWorker),
+      perWorker,
+      failures: all.reduce((s, a) => s + a.failures, 0),
+      overlaps,
+      errors: errorsOf(results),
+      ...(rt && { rt, rtPerAcq: rt.total / all.length }),
+    };
+  });
+}
+
+/** Scenario 2: 64 tasks in one process on one key, awaited GET (own client, not counted) inside. */
+async function runInProcess(row, pass) {
+  const ms = passMs(pass);
+  const base = passSetup(row, pass, 'inprocess');
+  const setup = { ...base, role: 'inProcess', tasks: TASKS, dataKey: `${base.key}:data` };
+  return withWorkers(async (spawn) => {
+    const worker = spawn(setup);
+    await worker.next('ready', 30_000);
+    const goAt = now();
+    const endAt = goAt + ms;
+    const winStart = goAt + warmupMs(ms);
+    worker.send({ cmd: 'go', endAt });
+    const counted = countWindow(pass, winStart, endAt);
+    const result = await worker.next('result', ms + 30_000);
+    const rt = await counted;
+    const inWindow = result.records.filter(([, , acquiredAt]) => acquiredAt >= winStart && acquiredAt <= endAt);
+    const perTask = Array(TASKS).fill(0);
+    for (const [task] of inWindow) perTask[task]++;
+    const waits = inWindow.map(([, wantAt, acquiredAt]) => acquiredAt - wantAt);
+    const windowSec = (endAt - winStart) / 1000;
+    return {
+      acquisitions: inWindow.length,
+      acqPerSec: inWindow.length / windowSec,
+      jain: jain(perTask),
+      waitMax: longestWait(waits, [result]),
+      waitP99: summarize(waits).p99,
+      served: perTask.filter((n) => n > 0).length,
+      perTask,
+      failures: inWindow.reduce((s, r) => s + r[5], 0),
+      errors: errorsOf([result]),
+      ...(rt && { rt, rtPerAcq: rt.total / inWindow.length }),
+    };
+  });
+}
+
+/** Scenario 3: a long holder, 200 waiters in 4 processes; then the release and the drain. */
+async function runIdle(row, pass) {
+  const holdMs = 1000 * (pass === 'rt' ? RT_SECONDS : Math.min(SECONDS, HOLD_CAP_SECONDS));
+  const base = passSetup(row, pass, 'idle');
+  return withWorkers(async (spawn) => {
+    const holder = spawn({ ...base, role: 'holder', ttl: 60_000 });
+    await holder.next('held', 30_000);
+    const waiters = Array.from({ length: WAITER_PROCESSES }, () => spawn({ ...base, role: 'waiters', tasks: WAITERS_PER_PROCESS }));
+    await Promise.all(waiters.map((w) => w.next('ready', 30_000)));
+    for (const w of waiters) w.send({ cmd: 'go' });
+    await Promise.all(waiters.map((w) => w.next('waiting', 30_000)));
+    const startAt = now();
+    const settle = Math.min(1000, 0.25 * holdMs);
+    const rt = await countWindow(pass, startAt + settle, startAt + holdMs);
+    await sleepUntil(startAt + holdMs);
+    const before = pass === 'rt' ? env.proxy.snapshot() : null;
+    holder.send({ cmd: 'release' });
+    const held = await holder.next('result', 30_000);
+    const stopTimer = setTimeout(() => {
+      log(`    drain not finished ${DRAIN_CAP_MS / 1000} s after the release: stopping the waiters`);
+      for (const w of waiters) w.send({ cmd: 'stop' });
+    }, DRAIN_CAP_MS);
+    let results;
+    try {
+      results = await Promise.all(waiters.map((w) => w.next('result', DRAIN_CAP_MS + 20_000)));
+    } finally {
+      clearTimeout(stopTimer);
+    }
+    const drain = before && diffCounts(before, env.proxy.snapshot());
+    const acquired = results.flatMap((r) => r.records.map(([, acquiredAt]) => acquiredAt)).sort((a, b) => a - b);
+    const waitFailures = results.reduce((s, r) => s + r.records.reduce((t, rec) => t + rec[4], 0), 0);
+    const total = WAITER_PROCESSES * WAITERS_PER_PROCESS;
+    return {
+      holdSeconds: holdMs / 1000,
+      releaseToFirst: acquired.length ? acquired[0] - held.releaseAt : NaN,
+      releaseToAll: acquired.length === total ? acquired[acquired.length - 1] - held.releaseAt : NaN,
+      releaseToLast: acquired.length ? acquired[acquired.length - 1] - held.releaseAt : NaN,
+      done: acquired.length,
+      of: total,
+      failures: waitFailures,
+      errors: errorsOf([held, ...results]),
+      ...(rt && { rt, rtPerSec: rt.total / rt.seconds }),
+      ...(drain && { drainRt: drain, drainRtPerAcq: drain.total / Math.max(1, acquired.length) }),
+    };
+  });
+}
+
+/** Scenario 4: (a) sequential pairs on a free key vs two PINGs, (b) 64 loops on 64 keys. */
+async function runUncontended(row, pass) {
+  const ms = passMs(pass);
+  const setup = { ...passSetup(row, pass, 'uncontended'), role: 'uncontended', tasks: TASKS, ping: pass === 'timing' };
+  return withWorkers(async (spawn) => {
+    const worker = spawn(setup);
+    await worker.next('ready', 30_000);
+    const goAt = now();
+    const splitAt = goAt + ms / 2;
+    const endAt = goAt + ms;
+    const warm = warmupMs(ms / 2);
+    worker.send({ cmd: 'go', splitAt, endAt });
+    const rtA = await countWindow(pass, goAt + warm, splitAt);
+    const rtB = await countWindow(pass, splitAt + warm, endAt);
+    const result = await worker.next('result', ms + 60_000);
+    const pairs = [];
+    for (let i = 0; i < result.pairs.length; i += 2) {
+      if (result.pairs[i] >= goAt + warm && result.pairs[i] + result.pairs[i + 1] <= splitAt) pairs.push(result.pairs[i + 1]);
+    }
+    const pings = [];
+    for (let i = 0; i < result.pings.length; i += 2) if (result.pings[i] >= goAt + warm) pings.push(result.pings[i + 1]);
+    const parallel = result.done.filter((t) => t >= splitAt + warm && t <= endAt).length;
+    const pairP50 = summarize(pairs).p50;
+    const pingP50 = summarize(pings).p50;
+    return {
+      pairs: pairs.length,
+      pairP50,
+      pairP99: summarize(pairs).p99,
+      pingPairP50: pingP50,
+      pairOverPing: pairP50 / pingP50,
+      parallelPairs: parallel,
+      pairsPerSec: parallel / ((endAt - splitAt - warm) / 1000),
+      errors: errorsOf([result]),
+      ...(rtA && { rtSequential: rtA, rtPerPair: rtA.total / Math.max(1, pairs.length) }),
+      ...(rtB && { rtParallel: rtB, rtPerPairParallel: rtB.total / Math.max(1, parallel) }),
+    };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+const fmt = {
+  int: (v) => (Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : '–'),
+  ms: (v) => (!Number.isFinite(v) ? '–' : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3)),
+  f2: (v) => (Number.isFinite(v) ? v.toFixed(2) : '–'),
+  f3: (v) => (Number.isFinite(v) ? v.toFixed(3) : '–'),
+  pct: (v) => (Number.isFinite(v) ? `${(100 * v).toFixed(0)}%` : '–'),
+};
+
+// Per scenario: the columns of its table; `better` marks the ones that get a ratio.
+const COLUMNS = {
+  handoff: [
+    { key: 'acqPerSec', title: 'acq/s', fmt: fmt.int, better: 'higher' },
+    { key: 'handoffP50', title: 'hand-off p50 ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'handoffP99', title: 'hand-off p99 ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'waitP99', title: 'wait p99 ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'waitMax', title: 'wait max ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'jain', title: 'Jain', fmt: fmt.f3, better: 'higher' },
+    { key: 'sameHolderShare', title: 'same holder again', fmt: fmt.pct },
+    { key: 'rtPerAcq', title: 'RT/acq', fmt: fmt.f2, better: 'lower' },
+    { key: 'failures', title: 'failed acquire()', fmt: fmt.int },
+    { key: 'overlaps', title: 'overlaps', fmt: fmt.int },
+  ],
+  inprocess: [
+    { key: 'acqPerSec', title: 'acq/s', fmt: fmt.int, better: 'higher' },
+    { key: 'jain', title: 'Jain', fmt: fmt.f3, better: 'higher' },
+    { key: 'waitP99', title: 'wait p99 ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'waitMax', title: 'wait max ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'served', title: `served (of ${TASKS})`, fmt: fmt.int, better: 'higher' },
+    { key: 'rtPerAcq', title: 'RT/acq', fmt: fmt.f2, better: 'lower' },
+    { key: 'failures', title: 'failed acquire()', fmt: fmt.int },
+  ],
+  idle: [
+    { key: 'rtPerSec', title: 'RT/s while waiting', fmt: fmt.int, better: 'lower' },
+    { key: 'releaseToFirst', title: 'release→first ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'releaseToAll', title: `release→all ${WAITER_PROCESSES * WAITERS_PER_PROCESS} ms`, fmt: fmt.ms, better: 'lower' },
+    { key: 'done', title: 'served', fmt: fmt.int },
+    { key: 'drainRtPerAcq', title: 'RT/acq in drain', fmt: fmt.f2, better: 'lower' },
+    { key: 'failures', title: 'failed acquire()', fmt: fmt.int },
+  ],
+  uncontended: [
+    { key: 'pairP50', title: 'pair p50 ms', fmt: fmt.ms, better: 'lower' },
+    { key: 'pingPairP50', title: '2×PING p50 ms', fmt: fmt.ms },
+    { key: 'pairOverPing', title: 'pair / 2×PING', fmt: fmt.f2, better: 'lower' },
+    { key: 'rtPerPair', title: 'RT/pair', fmt: fmt.f2, better: 'lower' },
+    { key: 'pairsPerSec', title: `pairs/s (${TASKS} keys)`, fmt: fmt.int, better: 'higher' },
+    { key: 'rtPerPairParallel', title: `RT/pair (${TASKS} keys)`, fmt: fmt.f2, better: 'lower' },
+  ],
+};
+
+const TITLES = {
+  handoff: `1. Contended hand-off: ${CONTENDERS} processes, one key, 1 ms busy hold`,
+  inprocess: `2. In-process contention: ${TASKS} tasks in one process, one key, awaited GET inside`,
+  idle: `3. Idle waiters: ${WAITER_PROCESSES * WAITERS_PER_PROCESS} waiters in ${WAITER_PROCESSES} processes on a held key, then one release`,
+  uncontended: `4. Uncontended: (a) sequential acquire+release on a free key; (b) ${TASKS} loops on ${TASKS} keys`,
+};
+
+function markdownTable(headers, rows) {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells) => `| ${cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join(' | ')} |`;
+  const rule = `|${widths.map((w, i) => (i === 0 ? `${'-'.repeat(w + 1)}-` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
+  return [line(headers), rule, ...rows.map(line)].join('\n');
+}
+
+/** latchkey / best peer for every column that has a direction. */
+function ratios(scenario, rows) {
+  const out = [];
+  for (const ours of rows.filter((r) => r.ours && !r.error)) {
+    const cells = {};
+    for (const col of COLUMNS[scenario].filter((c) => c.better)) {
+      const mine = ours.metrics[col.key];
+      let best = null;
+      for (const peer of rows.filter((r) => !r.ours && !r.error)) {
+        const v = peer.metrics[col.key];
+        if (!Number.isFinite(v)) continue;
+        if (!best || (col.better === 'higher' ? v > best.value : v < best.value)) best = { value: v, label: peer.label };
+      }
+      cells[col.key] =
+        best && Number.isFinite(mine)
+          ? { ratio: best.value === 0 ? (mine === 0 ? 1 : Infinity) : mine / best.value, bestPeer: best.label, peerValue: best.value }
+          : null;
+    }
+    out.push({ label: ours.label, cells });
+  }
+  return out;
+}
+
+function printScenario(scenario, rows) {
+  const cols = COLUMNS[scenario];
+  const body = rows.map((r) => [r.label, ...cols.map((c) => (r.error ? (c === cols[0] ? `error: ${r.error.slice(0, 60)}` : '') : c.fmt(r.metrics[c.key])))]);
+  console.log(`\n### ${TITLES[scenario]}\n`);
+  console.log(markdownTable(['library variant', ...cols.map((c) => c.title)], body));
+  const rs = ratios(scenario, rows);
+  if (rs.length && rows.some((r) => !r.ours && !r.error)) {
+    const rcols = cols.filter((c) => c.better);
+    console.log(`\nlatchkey / best peer (best peer per column in brackets):\n`);
+    console.log(
+      markdownTable(
+        ['', ...rcols.map((c) => c.title)],
+        rs.map((r) => [
+          `${r.label} / best peer`,
+          ...rcols.map((c) => {
+            const cell = r.cells[c.key];
+            if (!cell) return '–';
+            const ratio = Number.isFinite(cell.ratio) ? `${cell.ratio.toFixed(2)}×` : '∞';
+            return `${ratio} (${cell.bestPeer})`;
+          }),
+        ]),
+      ),
+    );
+  }
+  const errs = rows.filter((r) => !r.error && r.metrics.errors?.length);
+  for (const r of errs) {
+    const top = r.metrics.errors.slice(0, 2).map((e) => `${e.count}× ${e.message}`).join('; ');
+    console.log(`\n- ${r.label}: acquire()/release() errors: ${top}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+const RUNNERS = { handoff: runHandoff, inprocess: runInProcess, idle: runIdle, uncontended: runUncontended };
+
+function version(pkg) {
+  const file = pkg ? path.join(root, 'node_modules', pkg, 'package.json') : path.join(root, 'package.json');
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main() {
+  if (!ROWS.length) throw new Error(`BENCH_ONLY=${process.env.BENCH_ONLY} matches no library; try one of: ${ALL_ROWS.map((r) => r.label).join(', ')}`);
+  const redis = await startRedisServer();
+  const cleanup = () => {
+    for (const c of liveChildren) c.kill('SIGKILL');
+    redis.killSync();
+  };
+  process.on('exit', cleanup);
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
+  const proxy = await startCountingProxy(redis.port);
+  const admin = new Redis(redis.url);
+  env = { directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin };
+  const info = await admin.info('server');
+  const redisVersion = /redis_version:(\S+)/.exec(info)?.[1];
+
+  const perPass = SCENARIOS.length * ROWS.length;
+  const estimate = perPass * (Math.min(SECONDS, 10) + RT_SECONDS + 3);
+  log(`latchkey bench: redis-server ${redisVersion} pid ${redis.pid} on 127.0.0.1:${redis.port}, counting proxy on :${proxy.port}`);
+  log(`${ROWS.length} rows × ${SCENARIOS.length} scenarios, ${SECONDS} s timing + ${RT_SECONDS} s round-trip passes: roughly ${Math.ceil(estimate / 60)} min`);
+
+  const results = { scenarios: {} };
+  const started = Date.now();
+  try {
+    for (const scenario of SCENARIOS) {
+      const rows = [];
+      log(`\n[${scenario}] ${TITLES[scenario]}`);
+      for (const row of ROWS) {
+        const entry = { label: row.label, adapter: row.adapter, variant: row.variant, ours: row.ours };
+        try {
+          const passes = {};
+          for (const pass of ['timing', 'rt']) {
+            await admin.flushall();
+            await admin.script('FLUSH');
+            const t = Date.now();
+            passes[pass] = await RUNNERS[scenario](row, pass);
+            log(`  ${row.label.padEnd(30)} ${pass.padEnd(6)} ${((Date.now() - t) / 1000).toFixed(1).padStart(5)} s  ${brief(scenario, pass, passes[pass])}`);
+          }
+          // Timing figures from the direct pass, round-trip figures from the proxied pass.
+          const rtKeys = ['rt', 'rtPerAcq', 'rtPerSec', 'drainRt', 'drainRtPerAcq', 'rtSequential', 'rtPerPair', 'rtParallel', 'rtPerPairParallel'];
+          const metrics = { ...passes.timing };
+          for (const k of rtKeys) if (k in passes.rt) metrics[k] = passes.rt[k];
+          metrics.errors = mergeErrors(passes.timing.errors, passes.rt.errors);
+          Object.assign(entry, { metrics, passes });
+        } catch (error) {
+          entry.error = String(error?.message ?? error);
+          log(`  ${row.label.padEnd(30)} ERROR ${entry.error}`);
+        }
+        rows.push(entry);
+      }
+      results.scenarios[scenario] = { title: TITLES[scenario], rows, ratios: ratios(scenario, rows) };
+    }
+  } finally {
+    await admin.quit().catch(() => {});
+    await proxy.close();
+    await redis.stop();
+  }
+
+  const minutes = ((Date.now() - started) / 60000).toFixed(1);
+  console.log(`## latchkey bench — ${new Date().toISOString()}`);
+  console.log(
+    `\nnode ${process.version}, redis-server ${redisVersion} (private, loopback, no persistence), ${os.cpus().length} CPUs; ` +
+      `timing passes ${SECONDS} s, round-trip passes ${RT_SECONDS} s; run took ${minutes} min.`,
+  );
+  console.log(`Timestamps from process.hrtime.bigint(); hand-off = next holder's acquire() resolved − previous holder's release() called.`);
+  console.log(`Ratios: latchkey's figure divided by the best peer's; > 1 is better for acq/s, Jain, served, pairs/s and worse for the rest.`);
+  for (const scenario of SCENARIOS) printScenario(scenario, results.scenarios[scenario].rows);
+  console.log('\nVariants:');
+  for (const { adapter, pkg, variants } of ADAPTERS.filter((a) => ROWS.some((r) => r.adapter === a.adapter))) {
+    const { meta } = await import(`./adapters/${adapter}.mjs`);
+    console.log(`- ${meta.name} ${version(pkg)} (${meta.client}): ${variants.map((v) => `${v} = ${meta.variants[v]}`).join('; ')}`);
+  }
+
+  results.meta = {
+    date: new Date().toISOString(),
+    node: process.version,
+    redis: redisVersion,
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    seconds: SECONDS,
+    rtSeconds: RT_SECONDS,
+    minutes: Number(minutes),
+    libraries: Object.fromEntries(ADAPTERS.map((a) => [a.adapter, { package: a.pkg ?? 'latchkey (dist/)', version: version(a.pkg) }])),
+  };
+  mkdirSync(path.join(here, 'results'), { recursive: true });
+  const out = path.join(here, 'results', 'latest.json');
+  writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
+  log(`\nresults written to ${path.relative(process.cwd(), out)}`);
+}
+
+function mergeErrors(a = [], b = []) {
+  const m = new Map();
+  for (const { message, count } of [...a, ...b]) m.set(message, (m.get(message) ?? 0) + count);
+  return [...m].map(([message, count]) => ({ message, count })).sort((x, y) => y.count - x.count);
+}
+
+function brief(scenario, pass, m) {
+  if (pass === 'rt') {
+    const v = m.rtPerAcq ?? m.rtPerSec ?? m.rtPerPair;
+    const unit = scenario === 'idle' ? 'RT/s' : scenario === 'uncontended' ? 'RT/pair' : 'RT/acq';
+    return `${fmt.f2(v)} ${unit}`;
+  }
+  switch (scenario) {
+    case 'handoff':
+      return `${fmt.int(m.acqPerSec)} acq/s, hand-off p50 ${fmt.ms(m.handoffP50)} ms, failures ${m.failures}`;
+    case 'inprocess':
+      return `${fmt.int(m.acqPerSec)} acq/s, served ${m.served}/${TASKS}, failures ${m.failures}`;
+    case 'idle':
+      return `release→first ${fmt.ms(m.releaseToFirst)} ms, →last ${fmt.ms(m.releaseToLast)} ms, ${m.done}/${m.of} served`;
+    default:
+      return `pair p50 ${fmt.ms(m.pairP50)} ms, ${fmt.int(m.pairsPerSec)} pairs/s`;
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    log(error?.stack ?? String(error));
+    process.exit(1);
+  },
+);
