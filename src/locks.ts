@@ -16,7 +16,7 @@ import { DEFAULT_PREFIX, lockKeys, type LockKeys } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
-import { newToken } from './token.js';
+import { TokenSource } from './token.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
 import type { KeyState, Waiter } from './wait/waiter.js';
@@ -142,6 +142,7 @@ class LockManager implements Locks {
   readonly #active = new Map<string, Waiter>();
   readonly #held = new Set<Lease>();
   readonly #leaseContext: LeaseContext;
+  readonly #tokens = new TokenSource();
   #nextWaiter = 0;
   #inbox: Promise<() => Promise<void>> | undefined;
   #closed = false;
@@ -212,7 +213,7 @@ class LockManager implements Locks {
     this.#closed = true;
     for (const state of this.#keys.values()) {
       for (const waiter of [...state.waiters]) {
-        waiter.controller.abort(new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+        this.#stopWaiter(state, waiter, new LockAbortedError(waiter.keys.name, 'the manager was closed'));
       }
     }
     await Promise.all([...this.#held].map((lease) => lease.release().catch(() => {})));
@@ -241,50 +242,48 @@ class LockManager implements Locks {
     const state = this.#state(name);
     const started = now();
     return new Promise<Lease>((resolve, reject) => {
-      const controller = new AbortController();
-      const forward = (): void => controller.abort(signal?.reason);
-      signal?.addEventListener('abort', forward, { once: true });
+      const onAbort = (): void => this.#stopWaiter(state, waiter, signal?.reason);
       const waiter: Waiter = {
         keys,
         member: `${this.#id}:${(this.#nextWaiter++).toString(36)}`,
-        token: newToken(),
+        token: this.#tokens.next(),
         ttl,
         renew,
         strategy,
         started,
         deadline: started + wait,
-        controller,
+        stop: undefined,
         state: 'queued',
         attempts: 0,
         woken: false,
         wake: undefined,
         timer: undefined,
         resolve: (lease) => {
-          signal?.removeEventListener('abort', forward);
+          signal?.removeEventListener('abort', onAbort);
           resolve(lease);
         },
         reject: (error) => {
-          signal?.removeEventListener('abort', forward);
+          signal?.removeEventListener('abort', onAbort);
           reject(error);
         },
       };
+      signal?.addEventListener('abort', onAbort, { once: true });
       state.waiters.push(waiter);
-      // While queued in memory: a timeout or an abort ends the wait at once.
-      controller.signal.addEventListener('abort', () => this.#dropQueued(state, waiter, controller.signal.reason), { once: true });
-      if (wait !== Infinity) {
+      this.#pump(state);
+      if (waiter.state === 'queued' && wait !== Infinity) {
+        // Queued behind callers of this process: the deadline ends the wait even while it waits in memory.
         waiter.timer = setTimeout(
-          () => this.#dropQueued(state, waiter, new LockTimeoutError(name, now() - started, waiter.attempts)),
+          () => this.#stopWaiter(state, waiter, new LockTimeoutError(name, now() - started, waiter.attempts)),
           Math.max(0, wait),
         );
       }
-      this.#pump(state);
     });
   }
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
     const existing = this.#keys.get(keys.name);
     if (existing && (existing.holder || existing.waiters.length > 0)) return null;
-    const token = newToken();
+    const token = this.#tokens.next();
     const sentAt = now();
     const reply = await this.#attempt(keys, token, ttl);
     if (!reply.acquired) return null;
@@ -359,28 +358,34 @@ class LockManager implements Locks {
 
   /** Gives a lease to its waiter, unless the waiter gave up meanwhile: then it is released (and passed on). */
   #deliver(waiter: Waiter, lease: Lease): void {
-    if (waiter.controller.signal.aborted) {
-      waiter.reject(waiter.controller.signal.reason);
+    if (waiter.stop) {
+      waiter.reject(waiter.stop.reason);
       lease.release().catch(() => {});
       return;
     }
     waiter.resolve(lease);
   }
 
-  #dropQueued(state: KeyState, waiter: Waiter, reason: unknown): void {
-    if (waiter.state !== 'queued') return; // active waiters end through their own loop
-    this.#settle(state, waiter);
-    waiter.reject(reason);
-    this.#forget(state);
+  /** Ends a wait: at once while queued in memory; an active waiter ends through its own loop. */
+  #stopWaiter(state: KeyState, waiter: Waiter, reason: unknown): void {
+    if (waiter.state === 'done' || waiter.stop) return;
+    if (waiter.state === 'queued') {
+      this.#settle(state, waiter);
+      waiter.reject(reason);
+      this.#forget(state);
+      return;
+    }
+    waiter.stop = { reason };
+    waiter.wake?.();
   }
 
   /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
   async #waitRemotely(state: KeyState, head: Waiter): Promise<Lease> {
-    const { keys, token, ttl, controller } = head;
+    const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
     let listening = false;
     for (;;) {
-      controller.signal.throwIfAborted();
+      throwIfStopped(head);
       const sentAt = now();
       head.attempts++;
       const reply = await this.#attempt(keys, token, ttl, member);
@@ -390,7 +395,7 @@ class LockManager implements Locks {
         }
         await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
       }
-      controller.signal.throwIfAborted();
+      throwIfStopped(head);
       const left = head.deadline - now();
       if (left <= 0) throw new LockTimeoutError(keys.name, now() - head.started, head.attempts);
       if (member !== undefined && !listening) {
@@ -405,7 +410,7 @@ class LockManager implements Locks {
       if (!head.woken) {
         const holderTtl = reply.acquired ? 0 : reply.ttl;
         const delay = Math.min(nextDelay(head.strategy, head.attempts - 1, holderTtl, this.#settings.tuning), left);
-        await sleep(delay, controller.signal, (wake) => (head.wake = wake));
+        await sleep(delay, (wake) => (head.wake = wake));
         head.wake = undefined;
       }
       head.woken = false;
@@ -487,6 +492,11 @@ class LockManager implements Locks {
     this.#pump(state);
     this.#forget(state);
   }
+}
+
+/** Throws the reason a wait was stopped for, if it was. (A function, so narrowing does not cross awaits.) */
+function throwIfStopped(waiter: Waiter): void {
+  if (waiter.stop) throw waiter.stop.reason;
 }
 
 function checkRenew(value: unknown): RenewOptions | undefined {

@@ -1,9 +1,23 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** Bytes of randomness in a lease token: 128 bits. */
 export const TOKEN_BYTES = 16;
+const POOL_TOKENS = 256;
 
-/** A fresh lease token: 128 bits from the operating system's CSPRNG, hex-encoded. */
-export function newToken(): string {
-  return randomBytes(TOKEN_BYTES).toString('hex');
+/**
+ * Fresh lease tokens: 128 bits each from the operating system's CSPRNG, hex-encoded. Randomness is
+ * drawn 4 KiB at a time (one system call for 256 tokens); each byte is handed out once.
+ */
+export class TokenSource {
+  readonly #pool = Buffer.allocUnsafe(TOKEN_BYTES * POOL_TOKENS);
+  #next = POOL_TOKENS;
+
+  next(): string {
+    if (this.#next === POOL_TOKENS) {
+      randomFillSync(this.#pool);
+      this.#next = 0;
+    }
+    const start = this.#next++ * TOKEN_BYTES;
+    return this.#pool.toString('hex', start, start + TOKEN_BYTES);
+  }
 }

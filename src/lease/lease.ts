@@ -40,7 +40,10 @@ export class Lease implements AsyncDisposable {
   readonly #token: string;
   readonly #keys: LockKeys;
   readonly #context: LeaseContext;
-  readonly #controller = new AbortController();
+  /** Made on first use of `signal`: most leases are never asked for one. */
+  #controller: AbortController | undefined;
+  /** Why the lease ended, made when first needed (an Error captures a stack: not on the hot path). */
+  #endReason: (() => Error) | undefined;
   readonly #acquiredAt: number;
   #validUntil: number;
   #state: LeaseState = 'held';
@@ -72,6 +75,10 @@ export class Lease implements AsyncDisposable {
 
   /** Aborts when the lease is released (reason: {@link LeaseReleasedError}) or lost (reason: {@link LeaseLostError}). */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#endReason) this.#controller.abort(this.#endReason());
+    }
     return this.#controller.signal;
   }
 
@@ -139,7 +146,7 @@ export class Lease implements AsyncDisposable {
       }
       this.#afterOwnershipReply(reply);
       if (this.#state === 'lost') throw this.#lostError;
-      this.#end('released', new LeaseReleasedError(this.key));
+      this.#end('released', () => new LeaseReleasedError(this.key));
     })();
     return this.#releasing;
   }
@@ -177,7 +184,7 @@ export class Lease implements AsyncDisposable {
   #assertHeld(): void {
     if (this.#state === 'held' && now() >= this.#validUntil) this.#lose(this.#lossFor('expired'));
     if (this.#state === 'lost') throw this.#lostError;
-    if (this.#state === 'released') throw new LeaseReleasedError(this.key);
+    if (this.#state === 'released') throw this.#endReason?.() ?? new LeaseReleasedError(this.key);
   }
 
   #afterOwnershipReply(reply: OwnershipReply): void {
@@ -206,14 +213,15 @@ export class Lease implements AsyncDisposable {
   #lose(error: LeaseLostError): void {
     if (this.#state !== 'held') return;
     this.#lostError = error;
-    this.#end('lost', error);
+    this.#end('lost', () => error);
   }
 
-  #end(state: Exclude<LeaseState, 'held'>, reason: Error): void {
+  #end(state: Exclude<LeaseState, 'held'>, reason: () => Error): void {
     this.#state = state;
+    this.#endReason = reason;
     clearTimeout(this.#expiryTimer);
     this.#watchdog?.stop();
     this.#context.onEnd(this);
-    this.#controller.abort(reason);
+    this.#controller?.abort(reason());
   }
 }

@@ -31,11 +31,8 @@
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
 
-local current = redis.call('GET', lockKey)
-local now = redis.call('TIME')
-
 -- The next fence: above the last one issued, and never below the server clock in µs.
-local function issueFence(last)
+local function issueFence(last, now)
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local previous = last and tonumber(last)
   if previous and previous >= fence then
@@ -46,25 +43,31 @@ local function issueFence(last)
   return fence
 end
 
+-- The common case first: the lock is free. The counter is read before the SET so that a
+-- WRONGTYPE error on it leaves nothing written.
+local last = redis.call('GET', fenceKey)
+if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
+  if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
+    redis.call('HDEL', aliveKey, waiter)
+  end
+  return {1, issueFence(last, redis.call('TIME'))}
+end
+
+local current = redis.call('GET', lockKey) -- raises WRONGTYPE when the lock key is not a string
 if current == token then
   redis.call('PEXPIRE', lockKey, ttl)
   -- The counter may have expired or been evicted during a long hold: then issue a new fence.
-  local last = redis.call('GET', fenceKey)
-  return {1, (last and tonumber(last)) or issueFence(false)}
+  return {1, (last and tonumber(last)) or issueFence(false, redis.call('TIME'))}
 end
-
-if current == false or (waiter ~= '' and current == '~' .. waiter) then
-  local last = redis.call('GET', fenceKey) -- raises WRONGTYPE before anything is written
+if waiter ~= '' and current == '~' .. waiter then
   redis.call('SET', lockKey, token, 'PX', ttl)
-  local fence = issueFence(last)
-  if waiter ~= '' then
-    redis.call('ZREM', queueKey, waiter)
-    redis.call('HDEL', aliveKey, waiter)
-  end
-  return {1, fence}
+  redis.call('ZREM', queueKey, waiter)
+  redis.call('HDEL', aliveKey, waiter)
+  return {1, issueFence(last, redis.call('TIME'))}
 end
 
 if waiter ~= '' then
+  local now = redis.call('TIME')
   local entryTtl = tonumber(ARGV[5])
   local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)

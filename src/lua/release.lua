@@ -39,13 +39,17 @@ if current ~= ARGV[1] then
   return {-1, 0}
 end
 
-local now = redis.call('TIME')
+local now
 
 local function nextLiveWaiter()
-  local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local nowMs
   for _ = 1, 100 do
     local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
     if not head then return nil end
+    if not nowMs then
+      now = redis.call('TIME')
+      nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    end
     local deadline = redis.call('HGET', aliveKey, head)
     redis.call('ZREM', queueKey, head)
     redis.call('HDEL', aliveKey, head)
@@ -67,6 +71,7 @@ if newToken == '' or ARGV[5] == '1' then
   end
 end
 
+now = now or redis.call('TIME')
 local last = redis.call('GET', fenceKey)
 local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local previous = last and tonumber(last)

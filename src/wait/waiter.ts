@@ -19,8 +19,8 @@ export interface Waiter {
   /** Monotonic ms. */
   readonly started: number;
   readonly deadline: number;
-  /** Aborted by the caller's signal, by `close()`, or on timeout while queued. */
-  readonly controller: AbortController;
+  /** Set when the wait must end: the caller's signal aborted, `close()`, or its deadline while not active. */
+  stop: { readonly reason: unknown } | undefined;
   /** queued: in memory; active: the head, talking to the backend (or being handed a lease); done: settled. */
   state: 'queued' | 'active' | 'done';
   attempts: number;
