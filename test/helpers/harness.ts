@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { createClient } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
@@ -46,34 +47,48 @@ export function rawClient(server: RedisServer): Redis {
   return new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
 }
 
-export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
+/** A harness on a real server, given a way to get a client for each new manager. */
+function redisHarness(
+  name: string,
+  server: RedisServer,
+  clientFor: (index: number) => unknown,
+  closeClients: () => Promise<unknown>,
+): BackendHarness {
   const raw = rawClient(server);
-  const clients: Redis[] = [];
   const made: Locks[] = [];
   return {
-    name: 'redis via ioredis',
+    name,
     locks: (settings) => {
-      const client = new Redis(server.port, '127.0.0.1');
-      clients.push(client);
-      const locks = createLocks({ ...settings, redis: client });
+      const locks = createLocks({ ...settings, redis: clientFor(made.length) });
       made.push(locks);
       return locks;
     },
-    forceDelete: async (prefix, name) => {
-      await raw.del(lockKeys(prefix, name).lock);
+    forceDelete: async (prefix, lock) => {
+      await raw.del(lockKeys(prefix, lock).lock);
     },
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
-      await Promise.all(clients.map((c) => c.quit()));
+      await closeClients();
       await raw.quit();
     },
   };
 }
 
+export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
+  const clients: Redis[] = [];
+  return redisHarness(
+    'redis via ioredis',
+    server,
+    () => {
+      const client = new Redis(server.port, '127.0.0.1');
+      clients.push(client);
+      return client;
+    },
+    () => Promise.all(clients.map((c) => c.quit())),
+  );
+}
+
 export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarness> {
-  const raw = rawClient(server);
-  const clients: Array<ReturnType<typeof createClient>> = [];
-  const made: Locks[] = [];
   // Connect a pool up front: createLocks is synchronous and wants a connected client.
   const pool = await Promise.all(
     Array.from({ length: 4 }, async () => {
@@ -83,22 +98,28 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
       return client;
     }),
   );
-  return {
-    name: 'redis via node-redis',
-    locks: (settings) => {
-      const client = pool[made.length % pool.length]!;
-      clients.push(client);
-      const locks = createLocks({ ...settings, redis: client });
-      made.push(locks);
-      return locks;
-    },
-    forceDelete: async (prefix, name) => {
-      await raw.del(lockKeys(prefix, name).lock);
-    },
-    close: async () => {
-      await Promise.all(made.map((l) => l.close()));
-      await Promise.all(pool.map((c) => c.close()));
-      await raw.quit();
-    },
-  };
+  return redisHarness(
+    'redis via node-redis',
+    server,
+    (index) => pool[index % pool.length],
+    () => Promise.all(pool.map((c) => c.close())),
+  );
+}
+
+/**
+ * Starts a redis-server for the calling test file (beforeAll) and stops it after (afterAll),
+ * with a raw client for inspecting keys and a list of clean-up steps run in reverse order first.
+ */
+export function useRedisServer(): { readonly server: RedisServer; readonly raw: Redis; readonly cleanup: Array<() => Promise<unknown>> } {
+  const context = { server: undefined as unknown as RedisServer, raw: undefined as unknown as Redis, cleanup: [] as Array<() => Promise<unknown>> };
+  beforeAll(async () => {
+    context.server = await RedisServer.start();
+    context.raw = rawClient(context.server);
+  });
+  afterAll(async () => {
+    for (const step of context.cleanup.reverse()) await step();
+    context.raw.disconnect();
+    await context.server.stop();
+  });
+  return context;
 }

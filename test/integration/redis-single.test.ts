@@ -7,28 +7,17 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BackendError, createLocks, LeaseLostError, WrongTypeError, type Locks } from '../../src/index.js';
 import { adaptClient } from '../../src/client/detect.js';
 import { lockKeys } from '../../src/keys.js';
 import { runScript } from '../../src/lua/run-script.js';
 import { acquireScript } from '../../src/lua/scripts.generated.js';
-import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { rawClient, uniquePrefix, useRedisServer } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
-let server: RedisServer;
-let raw: Redis;
-const cleanup: Array<() => Promise<unknown>> = [];
-
-beforeAll(async () => {
-  server = await RedisServer.start();
-  raw = rawClient(server);
-});
-afterAll(async () => {
-  for (const step of cleanup.reverse()) await step();
-  raw.disconnect();
-  await server.stop();
-});
+const redis = useRedisServer();
+const cleanup = redis.cleanup;
 
 type Driver = 'ioredis' | 'node-redis';
 
@@ -56,36 +45,36 @@ async function managerOn(driver: Driver, port: number, settings: { prefix: strin
 describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (driver) => {
   it('runs its scripts again after the script cache is flushed (EVALSHA falls back to EVAL on NOSCRIPT)', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn(driver, server.port, { prefix });
+    const locks = await managerOn(driver, redis.server.port, { prefix });
     const first = await locks.acquire('cache');
-    await raw.script('FLUSH');
+    await redis.raw.script('FLUSH');
     await first.extend();
     await first.release();
-    await raw.script('FLUSH');
+    await redis.raw.script('FLUSH');
     const second = await locks.acquire('cache');
     expect(second.fence).toBeGreaterThan(first.fence);
-    await raw.script('FLUSH');
+    await redis.raw.script('FLUSH');
     await second.release();
   });
 
   it('acquires with the expiry set in the same step (no SETNX-then-EXPIRE window) and namespaced keys sharing a hash tag', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn(driver, server.port, { prefix });
+    const locks = await managerOn(driver, redis.server.port, { prefix });
     const lease = await locks.acquire('orders:42', { ttl: 3000 });
-    const pttl = await raw.pttl(`${prefix}{orders:42}`);
+    const pttl = await redis.raw.pttl(`${prefix}{orders:42}`);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(3000);
-    expect(await raw.get(`${prefix}{orders:42}`)).toBe(lease.token);
-    expect(Number(await raw.get(`${prefix}{orders:42}:fence`))).toBe(lease.fence);
-    expect((await raw.keys(`${prefix}*`)).sort()).toEqual([`${prefix}{orders:42}`, `${prefix}{orders:42}:fence`]);
+    expect(await redis.raw.get(`${prefix}{orders:42}`)).toBe(lease.token);
+    expect(Number(await redis.raw.get(`${prefix}{orders:42}:fence`))).toBe(lease.fence);
+    expect((await redis.raw.keys(`${prefix}*`)).sort()).toEqual([`${prefix}{orders:42}`, `${prefix}{orders:42}:fence`]);
     await lease.release();
-    expect(await raw.exists(`${prefix}{orders:42}`)).toBe(0);
+    expect(await redis.raw.exists(`${prefix}{orders:42}`)).toBe(0);
   });
 
   it('reports WRONGTYPE on the lock key as a WrongTypeError with the Redis error as cause', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn(driver, server.port, { prefix });
-    await raw.hset(`${prefix}{clash}`, 'field', 'value');
+    const locks = await managerOn(driver, redis.server.port, { prefix });
+    await redis.raw.hset(`${prefix}{clash}`, 'field', 'value');
     const error = await locks.acquire('clash').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WrongTypeError);
     expect(error).toMatchObject({ code: 'WRONG_TYPE', key: `${prefix}{clash}` });
@@ -94,10 +83,10 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
 
   it('reports WRONGTYPE on the fence key and leaves no lock behind', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn(driver, server.port, { prefix });
-    await raw.lpush(`${prefix}{fence-clash}:fence`, 'x');
+    const locks = await managerOn(driver, redis.server.port, { prefix });
+    await redis.raw.lpush(`${prefix}{fence-clash}:fence`, 'x');
     await expect(locks.acquire('fence-clash')).rejects.toMatchObject({ code: 'WRONG_TYPE' });
-    expect(await raw.exists(`${prefix}{fence-clash}`)).toBe(0);
+    expect(await redis.raw.exists(`${prefix}{fence-clash}`)).toBe(0);
   });
 });
 
@@ -130,16 +119,16 @@ describe('fencing tokens when Redis loses data', () => {
 
   it('stay greater when the counter is older than the last fence (a failover to a replica that had not seen it)', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
     const first = await locks.acquire('failover');
     await first.release();
     const second = await locks.acquire('failover');
     await second.release();
     // The replica saw only the first acquisition's counter.
-    await raw.set(`${prefix}{failover}:fence`, String(first.fence));
+    await redis.raw.set(`${prefix}{failover}:fence`, String(first.fence));
     const third = await locks.acquire('failover');
     expect(third.fence).toBeGreaterThan(second.fence);
-    await raw.set(`${prefix}{failover}:fence`, '1');
+    await redis.raw.set(`${prefix}{failover}:fence`, '1');
     await third.release();
     const fourth = await locks.acquire('failover');
     expect(fourth.fence).toBeGreaterThan(third.fence);
@@ -148,8 +137,8 @@ describe('fencing tokens when Redis loses data', () => {
 
   it('start from the server clock in microseconds rather than from 1', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
-    const [seconds, micros] = await raw.time();
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
+    const [seconds, micros] = await redis.raw.time();
     const lease = await locks.acquire('clock');
     expect(lease.fence).toBeGreaterThanOrEqual(Number(seconds) * 1e6 + Number(micros));
     await lease.release();
@@ -160,7 +149,7 @@ describe('the acquire script', () => {
   it('is idempotent for one token: a replayed acquire returns the same fence and does not fail', async () => {
     const prefix = uniquePrefix();
     const keys = lockKeys(prefix, 'replay');
-    const client = adaptClient(raw);
+    const client = adaptClient(redis.raw);
     const all = [keys.lock, keys.fence, keys.queue, keys.alive];
     const first = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
     const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
@@ -169,7 +158,7 @@ describe('the acquire script', () => {
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
     // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
-    await raw.del(keys.fence);
+    await redis.raw.del(keys.fence);
     const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0'])) as number[];
     expect(afterLoss[0]).toBe(1);
     expect(afterLoss[1]).toBeGreaterThan((first as number[])[1]!);
@@ -179,8 +168,8 @@ describe('the acquire script', () => {
 describe('validity on the monotonic clock', () => {
   it('a slow reply shortens the lease instead of lengthening it', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
-    const blocker = rawClient(server);
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
+    const blocker = rawClient(redis.server);
     const sleeping = blocker.call('DEBUG', 'SLEEP', '0.3');
     await new Promise((r) => setTimeout(r, 20)); // DEBUG SLEEP is now blocking the server
     const lease = await locks.acquire('slow', { ttl: 1000 });
@@ -193,19 +182,19 @@ describe('validity on the monotonic clock', () => {
 
   it('a reply slower than the TTL hands out no lease and frees the lock', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
-    const blocker = rawClient(server);
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
+    const blocker = rawClient(redis.server);
     const sleeping = blocker.call('DEBUG', 'SLEEP', '0.2');
     await new Promise((r) => setTimeout(r, 20));
     expect(await locks.tryAcquire('too-slow', { ttl: 100 })).toBeNull();
     await sleeping;
     blocker.disconnect();
-    expect(await raw.exists(`${prefix}{too-slow}`)).toBe(0);
+    expect(await redis.raw.exists(`${prefix}{too-slow}`)).toBe(0);
   });
 
   it('does not read the wall clock: a jump of Date.now() changes nothing', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix });
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
     const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.UTC(2001, 0, 1));
     try {
       const lease = await locks.acquire('wall', { ttl: 2000 });
@@ -221,7 +210,7 @@ describe('a holder process that crashes', () => {
   it('loses its lock by the TTL: the next waiter gets it, though no release was ever published', async () => {
     const prefix = uniquePrefix();
     const ttl = 500;
-    const child = spawn(process.execPath, [new URL('../helpers/holder-process.mjs', import.meta.url).pathname, server.url, prefix, 'crash', String(ttl)], {
+    const child = spawn(process.execPath, [new URL('../helpers/holder-process.mjs', import.meta.url).pathname, redis.server.url, prefix, 'crash', String(ttl)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
@@ -229,7 +218,7 @@ describe('a holder process that crashes', () => {
     const exited = once(child, 'exit');
     child.kill('SIGKILL');
     await exited;
-    const locks = await managerOn('ioredis', server.port, { prefix });
+    const locks = await managerOn('ioredis', redis.server.port, { prefix });
     const started = performance.now();
     const lease = await locks.acquire('crash', { wait: 5000 });
     expect(performance.now() - started).toBeLessThan(ttl + 250);
@@ -240,7 +229,7 @@ describe('a holder process that crashes', () => {
 
 describe('the borrowed client', () => {
   it('is used but not modified: no commands defined, no listeners added, still open after close()', async () => {
-    const client = new Redis(server.port, '127.0.0.1');
+    const client = new Redis(redis.server.port, '127.0.0.1');
     await client.ping();
     const keysBefore = Object.keys(client).sort();
     const listenersBefore = client.eventNames().map((e) => [e, client.listenerCount(e)]);
@@ -259,28 +248,28 @@ describe('the borrowed client', () => {
 
   it('waiting uses one inbox subscription per manager, and close() closes the connection it made', async () => {
     const prefix = uniquePrefix();
-    const client = new Redis(server.port, '127.0.0.1');
+    const client = new Redis(redis.server.port, '127.0.0.1');
     const locks = createLocks({ redis: client, prefix });
-    const other = await managerOn('ioredis', server.port, { prefix });
+    const other = await managerOn('ioredis', redis.server.port, { prefix });
     const holders = await Promise.all(['a', 'b', 'c'].map((k) => other.acquire(k)));
     const waiting = ['a', 'b', 'c'].map((k) => locks.acquire(k, { wait: 5000 }));
-    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
+    await expect.poll(async () => redis.raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
     for (const h of holders) await h.release();
     for (const w of waiting) await (await w).release();
-    expect(await raw.pubsub('CHANNELS', `${prefix}inbox:*`)).toHaveLength(1);
+    expect(await redis.raw.pubsub('CHANNELS', `${prefix}inbox:*`)).toHaveLength(1);
     await locks.close();
-    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(0);
+    await expect.poll(async () => redis.raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(0);
     client.disconnect();
   });
 
   it('a waiter whose subscriber connection is reset still gets the lock when it is released', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', server.port, { prefix, recheck: 60_000 });
-    const other = await managerOn('ioredis', server.port, { prefix });
+    const locks = await managerOn('ioredis', redis.server.port, { prefix, recheck: 60_000 });
+    const other = await managerOn('ioredis', redis.server.port, { prefix });
     const holder = await other.acquire('reset', { ttl: 30_000 });
     const waiting = locks.acquire('reset', { wait: 10_000 });
-    await expect.poll(async () => raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
-    await raw.client('KILL', 'TYPE', 'pubsub');
+    await expect.poll(async () => redis.raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
+    await redis.raw.client('KILL', 'TYPE', 'pubsub');
     await holder.release(); // published while the subscriber is reconnecting: the message is lost
     const started = performance.now();
     const lease = await waiting;
@@ -291,12 +280,12 @@ describe('the borrowed client', () => {
 
 describe('connecting', () => {
   it('createLocks({ url }) connects itself and closes its connection in close()', async () => {
-    const before = (await raw.client('LIST')) as string;
-    const locks = createLocks({ url: server.url, prefix: uniquePrefix() });
+    const before = (await redis.raw.client('LIST')) as string;
+    const locks = createLocks({ url: redis.server.url, prefix: uniquePrefix() });
     const lease = await locks.acquire('url');
     await lease.release();
     await locks.close();
-    await expect.poll(async () => ((await raw.client('LIST')) as string).split('\n').length, { timeout: 2000, interval: 10 }).toBe(
+    await expect.poll(async () => ((await redis.raw.client('LIST')) as string).split('\n').length, { timeout: 2000, interval: 10 }).toBe(
       before.split('\n').length,
     );
   });

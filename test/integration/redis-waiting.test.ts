@@ -6,27 +6,16 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLocks, LeaseLostError, type Locks } from '../../src/index.js';
-import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { aborted } from '../contract/lock-contract.js';
 
-let server: RedisServer;
-let raw: Redis;
-const cleanup: Array<() => Promise<unknown>> = [];
+const redis = useRedisServer();
+const cleanup = redis.cleanup;
 
-beforeAll(async () => {
-  server = await RedisServer.start();
-  raw = rawClient(server);
-});
-afterAll(async () => {
-  for (const step of cleanup.reverse()) await step();
-  raw.disconnect();
-  await server.stop();
-});
-
-function manager(settings: { prefix: string; recheck?: number }, port = server.port): Locks {
+function manager(settings: { prefix: string; recheck?: number }, port = redis.server.port): Locks {
   const client = new Redis(port, '127.0.0.1');
   client.on('error', () => {});
   const locks = createLocks({ ...settings, redis: client });
@@ -38,7 +27,7 @@ function manager(settings: { prefix: string; recheck?: number }, port = server.p
 }
 
 async function scriptCalls(): Promise<number> {
-  const info = await raw.info('commandstats');
+  const info = await redis.raw.info('commandstats');
   let calls = 0;
   for (const m of info.matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g)) calls += Number(m[2]);
   return calls;
@@ -50,7 +39,7 @@ describe('waiting on Redis', () => {
     const holder = await manager({ prefix }).acquire('idle', { ttl: 30_000 });
     const waiters = manager({ prefix, recheck: 100 });
     const waiting = Array.from({ length: 50 }, () => waiters.acquire('idle', { wait: 30_000 }));
-    await expect.poll(() => raw.zcard(`${prefix}{idle}:queue`), { timeout: 2000, interval: 5 }).toBe(1);
+    await expect.poll(() => redis.raw.zcard(`${prefix}{idle}:queue`), { timeout: 2000, interval: 5 }).toBe(1);
     const before = await scriptCalls();
     await new Promise((r) => setTimeout(r, 500)); // a window to count attempts in
     const attempts = (await scriptCalls()) - before;
@@ -62,7 +51,7 @@ describe('waiting on Redis', () => {
   it('a queued waiter whose process was killed delays the next waiter by at most the reservation plus a recheck', async () => {
     const prefix = uniquePrefix();
     const holder = await manager({ prefix }).acquire('ghost', { ttl: 30_000 });
-    const child = spawn(process.execPath, [new URL('../helpers/waiter-process.mjs', import.meta.url).pathname, server.url, prefix, 'ghost'], {
+    const child = spawn(process.execPath, [new URL('../helpers/waiter-process.mjs', import.meta.url).pathname, redis.server.url, prefix, 'ghost'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     await once(createInterface({ input: child.stdout! }), 'line');
@@ -71,7 +60,7 @@ describe('waiting on Redis', () => {
     await exited;
     const live = manager({ prefix, recheck: 200 });
     const waiting = live.acquire('ghost', { wait: 10_000 });
-    await expect.poll(() => raw.zcard(`${prefix}{ghost}:queue`), { timeout: 2000, interval: 5 }).toBe(2);
+    await expect.poll(() => redis.raw.zcard(`${prefix}{ghost}:queue`), { timeout: 2000, interval: 5 }).toBe(2);
     const released = performance.now();
     await holder.release(); // reserved for the dead waiter, which never claims it
     const lease = await waiting;
@@ -85,12 +74,12 @@ describe('waiting on Redis', () => {
     const locks = manager({ prefix });
     const controller = new AbortController();
     const waiting = locks.acquire('quit', { signal: controller.signal }).catch((e: unknown) => e);
-    await expect.poll(() => raw.zcard(`${prefix}{quit}:queue`), { timeout: 2000, interval: 5 }).toBe(1);
+    await expect.poll(() => redis.raw.zcard(`${prefix}{quit}:queue`), { timeout: 2000, interval: 5 }).toBe(1);
     controller.abort(new Error('stop'));
     await waiting;
-    await expect.poll(() => raw.zcard(`${prefix}{quit}:queue`), { timeout: 2000, interval: 5 }).toBe(0);
+    await expect.poll(() => redis.raw.zcard(`${prefix}{quit}:queue`), { timeout: 2000, interval: 5 }).toBe(0);
     await holder.release();
-    expect(await raw.exists(`${prefix}{quit}`)).toBe(0); // freed, not reserved for the waiter that left
+    expect(await redis.raw.exists(`${prefix}{quit}`)).toBe(0); // freed, not reserved for the waiter that left
   });
 });
 
@@ -101,9 +90,9 @@ describe('the watchdog on Redis', () => {
     const lease = await locks.acquire('kept', { ttl: 100, renew: true });
     await new Promise((r) => setTimeout(r, 450));
     expect(lease.held).toBe(true);
-    expect(await raw.pttl(`${prefix}{kept}`)).toBeGreaterThan(0);
+    expect(await redis.raw.pttl(`${prefix}{kept}`)).toBeGreaterThan(0);
     await lease.release();
-    expect(await raw.exists(`${prefix}{kept}`)).toBe(0);
+    expect(await redis.raw.exists(`${prefix}{kept}`)).toBe(0);
   });
 
   it('signals loss as "unreachable" before the validity ends when the Redis server is frozen', async () => {
