@@ -1,7 +1,6 @@
 // A worker process of the benchmark, forked by run.mjs. It gets a `setup` message, creates the
 // adapter(s), says `ready`, runs its role on `go` and reports its raw timestamps (ms on the clock
 // shared by all processes, see lib/clock.mjs) back over IPC. The parent computes every figure.
-import { Redis } from 'ioredis';
 import { now, sleep, spin } from './lib/clock.mjs';
 
 let setup;
@@ -14,7 +13,9 @@ const pending = new Set(); // wantAt of waits in progress, to report waits that 
 const send = (msg) => new Promise((resolve) => process.send(msg, () => resolve()));
 
 function noteError(error) {
-  const text = String(error?.message ?? error).replace(/\s+/g, ' ').slice(0, 160);
+  let text = String(error?.message ?? error).replace(/\s+/g, ' ');
+  if (setup?.key) text = text.replaceAll(setup.key, '<key>');
+  text = text.slice(0, 160);
   const name = error?.name && error.name !== 'Error' ? `${error.name}: ` : '';
   const k = name + text;
   errors.set(k, (errors.get(k) ?? 0) + 1);
@@ -82,6 +83,7 @@ async function handoff(go) {
 
 /** Scenario 2: 64 tasks in this process on one key, an awaited GET inside the critical section. */
 async function inProcess(go) {
+  const { Redis } = await import('ioredis');
   const getClient = new Redis(setup.directUrl, { lazyConnect: true });
   await getClient.connect();
   const records = []; // [task, wantAt, acquiredAt, releaseCalledAt, releaseDoneAt, failures]

@@ -2,10 +2,11 @@
 // one that requires it. Every adapter opens its own client(s) from the URL it is given, so in the
 // round-trip pass all of a library's traffic (subscriber connections it duplicates included) goes
 // through the counting proxy.
-import { Redis } from 'ioredis';
-import { createClient } from 'redis';
+// The client libraries are imported on first use: a worker loads only the one it needs, which
+// keeps process start-up short.
 
 export async function connectIoredis(url) {
+  const { Redis } = await import('ioredis');
   const client = new Redis(url, { lazyConnect: true });
   client.on('error', () => {}); // reported by the commands that fail
   await client.connect();
@@ -17,6 +18,7 @@ export async function closeIoredis(client) {
 }
 
 export async function connectNodeRedis(url) {
+  const { createClient } = await import('redis');
   const client = createClient({ url });
   client.on('error', () => {});
   await client.connect();
