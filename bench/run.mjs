@@ -4,7 +4,7 @@
 // pass, BENCH_ONLY=substr[,substr] to pick libraries/variants, BENCH_SCENARIO=name[,name].
 // Tables go to stdout, progress to stderr, everything to bench/results/latest.json.
 // See bench/README.md for what each figure means.
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -605,6 +605,7 @@ async function main() {
 
   results.meta = {
     date: new Date().toISOString(),
+    git: gitState(),
     node: process.version,
     redis: redisVersion,
     cpus: os.cpus().length,
@@ -618,6 +619,16 @@ async function main() {
   const out = path.join(here, 'results', 'latest.json');
   writeFileSync(out, `${JSON.stringify(results, null, 2)}\n`);
   log(`\nresults written to ${path.relative(process.cwd(), out)}`);
+}
+
+/** The commit latchkey's dist/ was built from, and uncommitted changes under src/ if any. */
+function gitState() {
+  const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    return { commit: git('rev-parse', 'HEAD'), uncommittedSrc: git('status', '--porcelain', '--', 'src').split('\n').filter(Boolean) };
+  } catch {
+    return null;
+  }
 }
 
 function mergeErrors(a = [], b = []) {
