@@ -28,7 +28,7 @@ export interface HandOff {
   readonly passOn: boolean;
 }
 
-/** A value stored with {@link Backend.fencedWrite}. */
+/** A value stored with `locks.fencedWrite`. */
 export interface FencedValue {
   readonly value: string;
   readonly fence: number;

@@ -46,6 +46,7 @@ export class MemoryStore {
     return this.#locks.size;
   }
 
+  /** @internal Used by the memory backend. */
   acquire(key: string, token: string, ttl: number, queue?: QueueEntry): AcquireReply {
     if (++this.#sinceSweep >= SWEEP_EVERY) this.#sweep();
     const t = now();
@@ -66,6 +67,7 @@ export class MemoryStore {
     return { acquired: false, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
   }
 
+  /** @internal Used by the memory backend. */
   release(key: string, token: string, handOff?: HandOff): ReleaseReply {
     const t = now();
     const entry = this.#live(key, t);
@@ -87,6 +89,7 @@ export class MemoryStore {
     return { handedOff: this.#grant(key, handOff.token, t + handOff.ttl) };
   }
 
+  /** @internal Used by the memory backend. */
   extend(key: string, token: string, ttl: number): OwnershipReply {
     const t = now();
     const entry = this.#live(key, t);
@@ -96,6 +99,7 @@ export class MemoryStore {
     return 'ok';
   }
 
+  /** @internal Used by the memory backend. */
   leave(key: string, member: string): void {
     const waiters = this.#queues.get(key);
     waiters?.delete(member);
@@ -110,6 +114,7 @@ export class MemoryStore {
     return existed;
   }
 
+  /** @internal Used by the memory backend. */
   fencedWrite(resource: string, value: string, fence: number): FencedWriteReply {
     const current = this.#resources.get(resource);
     if (current && current.fence > fence) return { accepted: false, highest: current.fence };
@@ -117,10 +122,12 @@ export class MemoryStore {
     return { accepted: true, highest: fence };
   }
 
+  /** @internal Used by the memory backend. */
   fencedRead(resource: string): FencedValue | null {
     return this.#resources.get(resource) ?? null;
   }
 
+  /** @internal Used by the memory backend. */
   watchInbox(managerId: string, listener: (member: string) => void): () => void {
     this.#inboxes.set(managerId, listener);
     return () => {
