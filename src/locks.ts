@@ -145,6 +145,8 @@ class LockManager implements Locks {
   readonly #tokens = new TokenSource();
   #nextWaiter = 0;
   #inbox: Promise<() => Promise<void>> | undefined;
+  /** True once the inbox subscription is active: from then on no message to it is missed (but across a reconnect, which wakes everyone). */
+  #inboxListening = false;
   #closed = false;
 
   constructor(backend: Backend, settings: Settings) {
@@ -383,9 +385,10 @@ class LockManager implements Locks {
   async #waitRemotely(state: KeyState, head: Waiter): Promise<Lease> {
     const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
-    let listening = false;
     for (;;) {
       throwIfStopped(head);
+      // Whether a reservation for this attempt's queue entry could be announced before the inbox listened.
+      const inboxWasListening = this.#inboxListening;
       const sentAt = now();
       head.attempts++;
       const reply = await this.#attempt(keys, token, ttl, member);
@@ -398,8 +401,7 @@ class LockManager implements Locks {
       throwIfStopped(head);
       const left = head.deadline - now();
       if (left <= 0) throw new LockTimeoutError(keys.name, now() - head.started, head.attempts);
-      if (member !== undefined && !listening) {
-        listening = true;
+      if (member !== undefined && !inboxWasListening) {
         // Without an inbox the head still wakes at the holder's TTL and at each recheck.
         const inbox = await this.#listen().then(
           () => true,
@@ -428,9 +430,14 @@ class LockManager implements Locks {
           waiter.wake?.();
         }
       });
-      opening.catch(() => {
-        if (this.#inbox === opening) this.#inbox = undefined;
-      });
+      opening.then(
+        () => {
+          if (this.#inbox === opening) this.#inboxListening = true;
+        },
+        () => {
+          if (this.#inbox === opening) this.#inbox = undefined;
+        },
+      );
       this.#inbox = opening;
     }
     return this.#inbox;
