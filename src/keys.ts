@@ -5,7 +5,7 @@
 export interface LockKeys {
   /** The lock's name as the user gave it. */
   readonly name: string;
-  /** Holds the holder's token while a lease lives (or `~waiter` while reserved for a waiter). */
+  /** Holds the holder's token while a lease lives. */
   readonly lock: string;
   /** The last fence issued for this lock. */
   readonly fence: string;

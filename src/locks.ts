@@ -257,6 +257,9 @@ class LockManager implements Locks {
         stop: undefined,
         state: 'queued',
         attempts: 0,
+        lastSent: started,
+        inFlight: false,
+        granted: undefined,
         woken: false,
         wake: undefined,
         timer: undefined,
@@ -340,7 +343,13 @@ class LockManager implements Locks {
       lease = await this.#waitRemotely(state, head);
     } catch (error) {
       this.#settle(state, head);
-      if (head.strategy === 'notify' && head.attempts > 0) this.#backend.leave(head.keys, head.member).catch(() => {});
+      if (head.strategy === 'notify' && head.attempts > 0) {
+        // Out of the queue; a lock granted to it meanwhile is released, which passes it on.
+        this.#backend
+          .leave(head.keys, head.member, head.token)
+          .then((granted) => (granted ? this.#backend.release(head.keys, head.token) : undefined))
+          .catch(() => {});
+      }
       head.reject(error);
       this.#pump(state);
       this.#forget(state);
@@ -387,11 +396,20 @@ class LockManager implements Locks {
     const member = head.strategy === 'notify' ? head.member : undefined;
     for (;;) {
       throwIfStopped(head);
-      // Whether a reservation for this attempt's queue entry could be announced before the inbox listened.
+      const fence = takeGrant(head);
+      if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
+        // Granted by a release, without a round trip: valid from this waiter's last attempt,
+        // which reached Redis before the release did.
+        return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
+      }
+      // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
+      // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
       const inboxWasListening = this.#inboxListening;
       const sentAt = now();
       head.attempts++;
-      const reply = await this.#attempt(keys, token, ttl, member);
+      head.inFlight = true;
+      const reply = await this.#attempt(keys, token, ttl, member).finally(() => (head.inFlight = false));
+      if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
           return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew);
@@ -409,7 +427,7 @@ class LockManager implements Locks {
         );
         if (inbox) continue; // the lock may have been passed to us before the inbox was listening
       }
-      if (!head.woken) {
+      if (!head.woken && head.granted === undefined) {
         const holderTtl = reply.acquired ? 0 : reply.ttl;
         const delay = Math.min(nextDelay(head.strategy, head.attempts - 1, holderTtl, this.#settings.tuning), left);
         await sleep(delay, (wake) => (head.wake = wake));
@@ -422,13 +440,22 @@ class LockManager implements Locks {
   /** Opens the manager's inbox once; later calls share it. */
   #listen(): Promise<unknown> {
     if (!this.#inbox) {
-      const opening = this.#backend.watchInbox(this.#id, (member) => {
-        const targets = member === undefined ? [...this.#active.values()] : [this.#active.get(member)];
-        for (const waiter of targets) {
-          if (!waiter) continue;
-          waiter.woken = true;
-          waiter.wake?.();
+      const opening = this.#backend.watchInbox(this.#id, (member, fence) => {
+        if (member === undefined || fence === undefined) {
+          // Reconnected: messages may have been lost. Everyone looks again.
+          for (const waiter of this.#active.values()) {
+            waiter.woken = true;
+            waiter.wake?.();
+          }
+          return;
         }
+        // A waiter that left already: its leave() finds the grant and releases it.
+        const waiter = this.#active.get(member);
+        if (!waiter) return;
+        // An attempt in flight will find the lock holding our token (or the next one will).
+        if (waiter.inFlight) waiter.woken = true;
+        else waiter.granted = fence;
+        waiter.wake?.();
       });
       opening.then(
         () => {
@@ -499,6 +526,13 @@ class LockManager implements Locks {
     this.#pump(state);
     this.#forget(state);
   }
+}
+
+/** Takes the fence of a grant the inbox announced, if any. */
+function takeGrant(waiter: Waiter): number | undefined {
+  const fence = waiter.granted;
+  waiter.granted = undefined;
+  return fence;
 }
 
 /** Throws the reason a wait was stopped for, if it was. (A function, so narrowing does not cross awaits.) */

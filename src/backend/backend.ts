@@ -9,10 +9,10 @@ export type AcquireReply =
 /** What an extend found: done, the key gone, or the key held by another token. */
 export type OwnershipReply = 'ok' | 'gone' | 'taken';
 
-/** What a release found: released (freed or reserved for the next queued waiter), handed off, or not held. */
+/** What a release found: released (freed, or granted to a queued waiter of another manager), handed off, or not held. */
 export type ReleaseReply = 'ok' | 'gone' | 'taken' | { readonly handedOff: number };
 
-/** A waiter that queues in the backend while it waits, and is told through its manager's inbox when the lock is reserved for it. */
+/** A waiter that queues in the backend while it waits, and is told through its manager's inbox when a release grants it the lock. */
 export interface QueueEntry {
   /** `<managerId>:<waiterId>`: the manager's inbox, and the waiter in it. */
   readonly member: string;
@@ -24,7 +24,7 @@ export interface QueueEntry {
 export interface HandOff {
   readonly token: string;
   readonly ttl: number;
-  /** Reserve for a queued waiter of another process instead, if there is a live one. */
+  /** Grant to a queued waiter of another manager instead, if there is a live one. */
   readonly passOn: boolean;
 }
 
@@ -51,19 +51,19 @@ export interface Backend {
   readonly name: string;
   /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
-  /** Releases, passing the lock on: to `handOff`'s token, else to the next queued waiter (reserved for it), else freed. */
+  /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
-  /** Takes a waiter out of the wait queue (and drops a reservation made for it). */
-  leave(keys: LockKeys, member: string): Promise<void>;
+  /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
+  leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
   fencedRead(resource: string): Promise<FencedValue | null>;
   /**
-   * Listens on a manager's inbox: `listener(member)` is called when a lock is reserved for one of
-   * its waiters, and `listener(undefined)` after a reconnect (messages may have been lost).
-   * Resolves once listening; the returned function stops.
+   * Listens on a manager's inbox: `listener(member, fence)` is called when a release granted the
+   * lock to one of its waiters, and `listener(undefined)` after a reconnect (messages may have
+   * been lost). Resolves once listening; the returned function stops.
    */
-  watchInbox(managerId: string, listener: (member: string | undefined) => void): Promise<() => Promise<void>>;
+  watchInbox(managerId: string, listener: (member?: string, fence?: number) => void): Promise<() => Promise<void>>;
   /** Frees what the backend owns (subscriber connections, a client made from a URL). */
   close(): Promise<void>;
 }
@@ -71,5 +71,9 @@ export interface Backend {
 /** How long a fence counter outlives the lease (ms). After that, the server clock alone keeps fences increasing. */
 export const FENCE_RETENTION = 24 * 60 * 60 * 1000;
 
-/** How long a lock stays reserved for the queued waiter it was passed to, ms: enough for a message and one round trip. */
-export const RESERVE_TTL = 100;
+/** Parses an inbox message, `"<member> <fence>"`. */
+export function parseGrant(message: string): { member: string; fence: number } | undefined {
+  const space = message.lastIndexOf(' ');
+  const fence = Number(message.slice(space + 1));
+  return space > 0 && Number.isSafeInteger(fence) ? { member: message.slice(0, space), fence } : undefined;
+}

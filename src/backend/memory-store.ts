@@ -8,16 +8,20 @@ import type {
   QueueEntry,
   ReleaseReply,
 } from './backend.js';
-import { RESERVE_TTL } from './backend.js';
 import { now } from '../clock.js';
 
 interface Entry {
-  /** The holder's token, or undefined while reserved for `reservedFor`. */
-  token: string | undefined;
-  reservedFor: string | undefined;
+  token: string;
   /** Monotonic ms. */
   expiresAt: number;
   fence: number;
+}
+
+/** A queued waiter: until when its entry lives (monotonic ms), and what a grant needs. */
+interface Queued {
+  deadline: number;
+  ttl: number;
+  token: string;
 }
 
 /** Microseconds since the epoch on this process's monotonic clock: never goes back. */
@@ -27,20 +31,20 @@ const SWEEP_EVERY = 1024;
 
 /**
  * The in-memory store: the same semantics as the Redis backend (tokens compared on release and
- * extend, expiry on the monotonic clock, fences that never repeat, a wait queue with
- * reservations and hand-off), for tests and single-process apps. Managers that share one store
+ * extend, expiry on the monotonic clock, fences that never repeat, a wait queue with grants
+ * and hand-off), for tests and single-process apps. Managers that share one store
  * exclude each other; separate stores do not.
  */
 export class MemoryStore {
   readonly #locks = new Map<string, Entry>();
-  /** Per lock: queued waiters in arrival order, with the deadline (monotonic ms) of each entry. */
-  readonly #queues = new Map<string, Map<string, number>>();
-  readonly #inboxes = new Map<string, (member: string) => void>();
+  /** Per lock: queued waiters in arrival order. */
+  readonly #queues = new Map<string, Map<string, Queued>>();
+  readonly #inboxes = new Map<string, (member: string, fence: number) => void>();
   readonly #resources = new Map<string, FencedValue>();
   #lastFence = 0;
   #sinceSweep = 0;
 
-  /** How many locks are held or reserved right now. */
+  /** How many locks are held right now. */
   get size(): number {
     this.#sweep();
     return this.#locks.size;
@@ -55,14 +59,16 @@ export class MemoryStore {
       entry.expiresAt = t + ttl;
       return { acquired: true, fence: entry.fence };
     }
-    if (!entry || (queue && entry.reservedFor === queue.member)) {
+    if (!entry) {
       if (queue) this.#queues.get(key)?.delete(queue.member);
       return { acquired: true, fence: this.#grant(key, token, t + ttl) };
     }
     if (queue) {
       let waiters = this.#queues.get(key);
       if (!waiters) this.#queues.set(key, (waiters = new Map()));
-      waiters.set(queue.member, t + queue.entryTtl); // keeps its place when already queued
+      const queued = waiters.get(queue.member); // keeps its place when already queued
+      if (queued) queued.deadline = t + queue.entryTtl;
+      else waiters.set(queue.member, { deadline: t + queue.entryTtl, ttl, token });
     }
     return { acquired: false, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
   }
@@ -74,11 +80,14 @@ export class MemoryStore {
     if (!entry) return 'gone';
     if (entry.token !== token) return 'taken';
     if (!handOff || handOff.passOn) {
-      const waiter = this.#nextLiveWaiter(key, t);
-      if (waiter) {
-        this.#locks.set(key, { token: undefined, reservedFor: waiter, expiresAt: t + RESERVE_TTL, fence: 0 });
-        const inbox = this.#inboxes.get(waiter.slice(0, waiter.lastIndexOf(':')));
-        if (inbox) queueMicrotask(() => inbox(waiter));
+      // Grant to the oldest live waiter whose manager listens (one that does not is skipped).
+      const waiters = this.#queues.get(key);
+      for (const [member, queued] of waiters ?? []) {
+        waiters!.delete(member);
+        const inbox = this.#inboxes.get(member.slice(0, member.lastIndexOf(':')));
+        if (queued.deadline <= t || !inbox) continue;
+        const fence = this.#grant(key, queued.token, t + queued.ttl);
+        queueMicrotask(() => inbox(member, fence));
         return 'ok';
       }
     }
@@ -100,11 +109,11 @@ export class MemoryStore {
   }
 
   /** @internal Used by the memory backend. */
-  leave(key: string, member: string): void {
+  leave(key: string, member: string, token: string): boolean {
     const waiters = this.#queues.get(key);
     waiters?.delete(member);
     if (waiters?.size === 0) this.#queues.delete(key);
-    if (this.#live(key, now())?.reservedFor === member) this.#locks.delete(key);
+    return this.#live(key, now())?.token === token;
   }
 
   /** Deletes a lock whoever holds it (an operator's escape hatch, and tests that lose leases on purpose). */
@@ -128,7 +137,7 @@ export class MemoryStore {
   }
 
   /** @internal Used by the memory backend. */
-  watchInbox(managerId: string, listener: (member: string) => void): () => void {
+  watchInbox(managerId: string, listener: (member: string, fence: number) => void): () => void {
     this.#inboxes.set(managerId, listener);
     return () => {
       if (this.#inboxes.get(managerId) === listener) this.#inboxes.delete(managerId);
@@ -139,19 +148,8 @@ export class MemoryStore {
   #grant(key: string, token: string, expiresAt: number): number {
     const fence = Math.max(this.#lastFence + 1, clockMicros());
     this.#lastFence = fence;
-    this.#locks.set(key, { token, reservedFor: undefined, expiresAt, fence });
+    this.#locks.set(key, { token, expiresAt, fence });
     return fence;
-  }
-
-  #nextLiveWaiter(key: string, t: number): string | undefined {
-    const waiters = this.#queues.get(key);
-    if (!waiters) return undefined;
-    for (const [member, deadline] of waiters) {
-      waiters.delete(member);
-      if (deadline > t) return member;
-    }
-    this.#queues.delete(key);
-    return undefined;
   }
 
   #live(key: string, t: number): Entry | undefined {
@@ -168,7 +166,7 @@ export class MemoryStore {
     const t = now();
     for (const [key, entry] of this.#locks) if (entry.expiresAt <= t) this.#locks.delete(key);
     for (const [key, waiters] of this.#queues) {
-      for (const [member, deadline] of waiters) if (deadline <= t) waiters.delete(member);
+      for (const [member, queued] of waiters) if (queued.deadline <= t) waiters.delete(member);
       if (waiters.size === 0) this.#queues.delete(key);
     }
   }
@@ -186,7 +184,7 @@ export function memoryBackend(store: MemoryStore): Backend {
     acquire: async (keys, token, ttl, queue) => store.acquire(keys.lock, token, ttl, queue),
     release: async (keys, token, handOff) => store.release(keys.lock, token, handOff),
     extend: async (keys, token, ttl) => store.extend(keys.lock, token, ttl),
-    leave: async (keys, member) => store.leave(keys.lock, member),
+    leave: async (keys, member, token) => store.leave(keys.lock, member, token),
     fencedWrite: async (resource, value, fence) => store.fencedWrite(resource, value, fence),
     fencedRead: async (resource) => store.fencedRead(resource),
     watchInbox: async (managerId, listener) => {

@@ -10,7 +10,7 @@ import {
   leaveScript,
   releaseScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, RESERVE_TTL, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
 import { openInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -65,7 +65,6 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
           handOff?.token ?? '',
           handOff?.passOn ? '1' : '0',
           RETENTION,
-          String(RESERVE_TTL),
         ],
       );
       const [status, fence] = asPair(reply, releaseScript);
@@ -75,8 +74,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock], [token, String(ttl)]);
       return ownership(asInteger(reply, extendScript), 'extend');
     },
-    async leave(keys, member) {
-      await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member]);
+    async leave(keys, member, token) {
+      const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
+      return asInteger(reply, leaveScript) === 1;
     },
     async fencedWrite(resource, value, fence) {
       const reply = await runScript(ready ?? (await connect()), fencedWriteScript, [resource], [value, String(fence)]);

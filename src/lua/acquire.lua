@@ -1,14 +1,16 @@
 --[[
-  acquire: take a lease on a lock if it is free (or reserved for this waiter), and issue a
-  fencing token; otherwise join the lock's wait queue and report the holder's remaining TTL.
+  acquire: take a lease on a lock if it is free, and issue a fencing token; otherwise join the
+  lock's wait queue (so that a release can hand the lock straight to this waiter) and report the
+  holder's remaining TTL.
 
   One atomic step, so a crash can never leave a lock without an expiry (the SETNX-then-EXPIRE
   trap) or a lease without a fence.
 
-  KEYS[1]  lock key    string: the holder's token, or "~" .. waiter while reserved for a waiter
+  KEYS[1]  lock key    string: the holder's token
   KEYS[2]  fence key   string: the last fence issued for this lock (an integer)
   KEYS[3]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
-  KEYS[4]  alive key   hash: waiter -> deadline (server ms) after which its entry is dead
+  KEYS[4]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", the entry's expiry
+                       (server clock) and what a release needs to grant the lock to it
   ARGV[1]  token       the caller's random token (at least 128 bits, hex)
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
   ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
@@ -20,11 +22,12 @@
                 strictly on this server, and stays above earlier fences when the counter was
                 lost (restart without persistence, failover), unless the server clock went back
                 past the last fence. The caller's queue entry, if any, is removed.
-                If the lock already holds ARGV[1] (a retried or replayed acquire), the lease is
-                refreshed to ttl and the fence it was issued is returned again.
-    {0, pttl}   busy: held by another token, or reserved for another waiter; pttl is its
-                remaining time to live in milliseconds (-1 if the key has no expiry). The
-                caller is queued (or its entry refreshed) when ARGV[4] is not empty.
+                If the lock already holds ARGV[1] (a retried or replayed acquire, or a grant by
+                a release whose message has not arrived yet), the lease is refreshed to ttl and
+                the fence it was issued is returned again.
+    {0, pttl}   busy: held by another token; pttl is its remaining time to live in
+                milliseconds (-1 if the key has no expiry). The caller is queued (or its entry
+                refreshed) when ARGV[4] is not empty.
   Errors
     WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
@@ -32,7 +35,8 @@ local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
 
 -- The next fence: above the last one issued, and never below the server clock in µs.
-local function issueFence(last, now)
+local function issueFence(last)
+  local now = redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local previous = last and tonumber(last)
   if previous and previous >= fence then
@@ -50,20 +54,14 @@ if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
-  return {1, issueFence(last, redis.call('TIME'))}
+  return {1, issueFence(last)}
 end
 
 local current = redis.call('GET', lockKey) -- raises WRONGTYPE when the lock key is not a string
 if current == token then
   redis.call('PEXPIRE', lockKey, ttl)
   -- The counter may have expired or been evicted during a long hold: then issue a new fence.
-  return {1, (last and tonumber(last)) or issueFence(false, redis.call('TIME'))}
-end
-if waiter ~= '' and current == '~' .. waiter then
-  redis.call('SET', lockKey, token, 'PX', ttl)
-  redis.call('ZREM', queueKey, waiter)
-  redis.call('HDEL', aliveKey, waiter)
-  return {1, issueFence(last, redis.call('TIME'))}
+  return {1, (last and tonumber(last)) or issueFence(false)}
 end
 
 if waiter ~= '' then
@@ -71,7 +69,7 @@ if waiter ~= '' then
   local entryTtl = tonumber(ARGV[5])
   local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
-  redis.call('HSET', aliveKey, waiter, nowMs + entryTtl)
+  redis.call('HSET', aliveKey, waiter, (nowMs + entryTtl) .. ' ' .. ttl .. ' ' .. token)
   redis.call('PEXPIRE', queueKey, entryTtl * 2)
   redis.call('PEXPIRE', aliveKey, entryTtl * 2)
 end

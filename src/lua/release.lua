@@ -4,26 +4,27 @@
   GET, compare and write in one atomic step: a holder whose lease expired and was taken by
   someone else never touches the new holder's lock. Then, in order of preference:
    - hand-off: ARGV[4] is a new token (a waiter in the releasing process) and ARGV[5] is "0":
-     the lock moves to the new token with a new fence, in this same round trip;
-   - reservation: the wait queue holds a live waiter: the lock is reserved for it for
-     ARGV[7] ms ("~" .. waiter) and its inbox is told, so it alone tries next (no herd, no
-     barging by the releasing process);
+     the lock moves to that token with a new fence, in this same round trip;
+   - grant: the wait queue holds a live waiter whose manager is listening: the lock moves to
+     that waiter's token (from its queue entry) with a new fence, and its manager's inbox is
+     told "<waiter> <fence>". The waiter needs no round trip of its own, nobody else wakes,
+     and the releasing process cannot barge back in. A waiter whose inbox has no subscriber
+     (its process died) is skipped: PUBLISH reports how many received the message;
    - free: the key is deleted.
 
   KEYS[1]  lock key
   KEYS[2]  fence key
   KEYS[3]  queue key   sorted set of waiters in arrival order
-  KEYS[4]  alive key   hash waiter -> deadline (server ms)
+  KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"
   ARGV[1]  token       token of the lease being released
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
   ARGV[3]  ttl         hand-off: time to live of the new lease, milliseconds
   ARGV[4]  new token   hand-off: the next local waiter's token, or "" for no hand-off
-  ARGV[5]  pass on     "1": if a live waiter is queued, reserve for it rather than hand off
-  ARGV[6]  retention   hand-off: how long the fence counter outlives the lease, milliseconds
-  ARGV[7]  reserve ttl how long a reservation waits for its waiter, milliseconds
+  ARGV[5]  pass on     "1": grant to a live queued waiter, if any, rather than hand off
+  ARGV[6]  retention   how long the fence counter outlives the lease, milliseconds
 
   Returns
-    { 1, 0}      released (reserved for the next queued waiter, or freed)
+    { 1, 0}      released (granted to a queued waiter of another manager, or freed)
     { 2, fence}  handed off to ARGV[4] with this fence
     { 0, 0}      not held: the key is gone (the lease expired or was deleted)
     {-1, 0}      not held: the key holds another token (the lease expired and was taken)
@@ -41,29 +42,38 @@ end
 
 local now
 
-local function nextLiveWaiter()
-  local nowMs
-  for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
-    if not head then return nil end
-    if not nowMs then
-      now = redis.call('TIME')
-      nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    end
-    local deadline = redis.call('HGET', aliveKey, head)
-    redis.call('ZREM', queueKey, head)
-    redis.call('HDEL', aliveKey, head)
-    if deadline and tonumber(deadline) > nowMs then return head end
+-- Gives the lock to `token` for `ttl` ms with the next fence.
+local function grant(token, ttl)
+  now = now or redis.call('TIME')
+  local last = redis.call('GET', fenceKey)
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local previous = last and tonumber(last)
+  if previous and previous >= fence then
+    fence = previous + 1
   end
-  return nil
+  redis.call('SET', lockKey, token, 'PX', ttl)
+  redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[6]))
+  return fence
 end
 
 if newToken == '' or ARGV[5] == '1' then
-  local waiter = nextLiveWaiter()
-  if waiter then
-    redis.call('SET', lockKey, '~' .. waiter, 'PX', ARGV[7])
-    redis.call('PUBLISH', ARGV[2] .. string.match(waiter, '^(.*):[^:]*$'), waiter)
-    return {1, 0}
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+    if not head then break end
+    local entry = redis.call('HGET', aliveKey, head)
+    redis.call('ZREM', queueKey, head)
+    redis.call('HDEL', aliveKey, head)
+    now = now or redis.call('TIME')
+    local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    local deadline, ttl, token = string.match(entry or '', '^(%d+) (%d+) (%x+)$')
+    if deadline and tonumber(deadline) > nowMs then
+      local fence = grant(token, ttl)
+      local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
+      if redis.call('PUBLISH', inbox, head .. ' ' .. fence) > 0 then
+        return {1, 0}
+      end
+      -- Nobody listens on its inbox: its process is gone. Try the next waiter.
+    end
   end
   if newToken == '' then
     redis.call('DEL', lockKey)
@@ -71,13 +81,4 @@ if newToken == '' or ARGV[5] == '1' then
   end
 end
 
-now = now or redis.call('TIME')
-local last = redis.call('GET', fenceKey)
-local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local previous = last and tonumber(last)
-if previous and previous >= fence then
-  fence = previous + 1
-end
-redis.call('SET', lockKey, newToken, 'PX', ARGV[3])
-redis.call('SET', fenceKey, fence, 'PX', tonumber(ARGV[3]) + tonumber(ARGV[6]))
-return {2, fence}
+return {2, grant(newToken, ARGV[3])}

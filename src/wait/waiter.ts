@@ -24,6 +24,12 @@ export interface Waiter {
   /** queued: in memory; active: the head, talking to the backend (or being handed a lease); done: settled. */
   state: 'queued' | 'active' | 'done';
   attempts: number;
+  /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
+  lastSent: number;
+  /** True while an attempt waits for its reply. */
+  inFlight: boolean;
+  /** The fence of a grant announced in the inbox, until the waiter takes it. */
+  granted: number | undefined;
   /** Set by an inbox message that arrived while it was not sleeping. */
   woken: boolean;
   /** Ends the current sleep early, while it sleeps. */
