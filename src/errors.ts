@@ -15,7 +15,11 @@ export type LockErrorCode =
   | 'WRONG_TYPE'
   | 'STALE_FENCE'
   | 'SUPPRESSED'
-  | 'CLOSED';
+  | 'CLOSED'
+  | 'QUORUM'
+  | 'UNSUPPORTED';
+
+import { describeOutcome, type QuorumOutcome } from './backend/quorum.js';
 
 /** Base class of every latchkey error. */
 export class LockError extends Error {
@@ -45,16 +49,20 @@ export class LockTimeoutError extends LockError {
   readonly waited: number;
   /** How many times the backend was asked. */
   readonly attempts: number;
-  constructor(key: string, waited: number, attempts: number) {
+  /** Redlock: how the nodes voted on the last attempt. */
+  readonly outcome: QuorumOutcome | undefined;
+  constructor(key: string, waited: number, attempts: number, outcome?: QuorumOutcome) {
     super(
       'LOCK_TIMEOUT',
       `Timed out after ${Math.round(waited)} ms waiting for lock "${key}" (${attempts} attempt${attempts === 1 ? '' : 's'}); ` +
-        'it is still held by another owner. Raise `wait`, or use tryAcquire to fail at once.',
+        'it is still held by another owner. Raise `wait`, or use tryAcquire to fail at once.' +
+        (outcome ? ` Last attempt: ${describeOutcome(outcome)}.` : ''),
     );
     this.name = 'LockTimeoutError';
     this.key = key;
     this.waited = waited;
     this.attempts = attempts;
+    this.outcome = outcome;
   }
 }
 
@@ -136,6 +144,39 @@ export class WrongTypeError extends BackendError {
     );
     this.name = 'WrongTypeError';
     this.key = key;
+  }
+}
+
+/**
+ * Redlock: a majority of the nodes could not be reached (or did not answer in time), so the
+ * operation could neither succeed nor be known to have failed. `outcome` says how each node voted
+ * and why each failing node failed; `cause` is the first node error.
+ */
+export class QuorumError extends LockError {
+  readonly key: string;
+  /** `acquire`, `extend`, `release`. */
+  readonly operation: string;
+  readonly outcome: QuorumOutcome;
+  constructor(key: string, outcome: QuorumOutcome) {
+    const first = outcome.votes.find((v) => v.vote === 'error');
+    super(
+      'QUORUM',
+      `${outcome.operation} of lock "${key}" reached no quorum: ${describeOutcome(outcome)}. ` +
+        'Check that a majority of the Redlock nodes is up and reachable.',
+      { cause: first?.vote === 'error' ? first.error : undefined },
+    );
+    this.name = 'QuorumError';
+    this.key = key;
+    this.operation = outcome.operation;
+    this.outcome = outcome;
+  }
+}
+
+/** The operation does not exist on this backend (for example a fenced write over Redlock). */
+export class UnsupportedError extends LockError {
+  constructor(what: string, instead: string) {
+    super('UNSUPPORTED', `${what} is not supported here: ${instead}.`);
+    this.name = 'UnsupportedError';
   }
 }
 

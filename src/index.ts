@@ -19,6 +19,9 @@ export {
   StaleFenceError,
   ClosedError,
   LockSuppressedError,
+  QuorumError,
+  UnsupportedError,
 } from './errors.js';
+export type { NodeVote, QuorumOutcome } from './backend/quorum.js';
 export type { LockErrorCode, LeaseLostReason } from './errors.js';
 export { MAX_TTL, MIN_TTL } from './validate.js';

@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import type { Backend, FencedValue, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend } from './backend/redis-backend.js';
-import { adaptClient, connectUrl } from './client/detect.js';
+import { redlockBackend } from './backend/redlock-backend.js';
+import { adaptClient, addressOf, connectUrl } from './client/detect.js';
+import type { ScriptClient } from './client/script-client.js';
 import { now, validUntil } from './clock.js';
 import {
   ClosedError,
@@ -10,8 +12,10 @@ import {
   LockAbortedError,
   LockSuppressedError,
   LockTimeoutError,
+  QuorumError,
   StaleFenceError,
 } from './errors.js';
+import { undecided, type QuorumOutcome } from './backend/quorum.js';
 import { DEFAULT_PREFIX, lockKeys, type LockKeys } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
@@ -105,6 +109,32 @@ export function createLocks(options?: LocksOptions): Locks {
   return new LockManager(chooseBackend(o, settings.prefix), settings);
 }
 
+/** Connects to a URL given as option `option`; a failure is reported by the first call that needs the connection. */
+function connectChecked(url: unknown, option: string): Promise<ScriptClient> {
+  if (typeof url !== 'string' || !/^rediss?:\/\//.test(url)) {
+    throw new InvalidOptionError(option, 'a redis:// or rediss:// URL', url);
+  }
+  const connecting = connectUrl(url);
+  connecting.catch(() => {});
+  return connecting;
+}
+
+function checkRedlockNodes(value: unknown): readonly unknown[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidOptionError('redlock', 'a non-empty array of clients or URLs, one per independent master', value);
+  }
+  // The same master twice would count its vote twice.
+  const seen = new Set<unknown>();
+  value.forEach((node: unknown, i) => {
+    const identity = typeof node === 'string' ? addressOf(node) ?? node : node;
+    if (seen.has(identity)) {
+      throw new InvalidOptionError(`redlock[${i}]`, 'a master not already in the list (a repeated node would vote twice)', node);
+    }
+    seen.add(identity);
+  });
+  return value;
+}
+
 function checkCount(value: unknown, option: string, min: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
     throw new InvalidOptionError(option, min === 0 ? 'a non-negative integer' : 'a positive integer number of milliseconds', value);
@@ -113,18 +143,26 @@ function checkCount(value: unknown, option: string, min: number): number {
 }
 
 function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
-  const given = (['redis', 'url', 'memory'] as const).filter((name) => o[name] !== undefined);
+  const given = (['redis', 'url', 'redlock', 'memory'] as const).filter((name) => o[name] !== undefined);
   if (given.length > 1) {
-    throw new InvalidOptionError(given.join(' and '), 'only one of "redis", "url" or "memory"', `${given.length} of them`);
+    throw new InvalidOptionError(given.join(' and '), 'only one of "redis", "url", "redlock" or "memory"', `${given.length} of them`);
+  }
+  if (o.nodeTimeout !== undefined && o.redlock === undefined) {
+    throw new InvalidOptionError('nodeTimeout', 'to be given only with "redlock"', o.nodeTimeout);
   }
   if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix);
-  if (o.url !== undefined) {
-    if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url)) {
-      throw new InvalidOptionError('url', 'a redis:// or rediss:// URL', o.url);
-    }
-    const connecting = connectUrl(o.url);
-    connecting.catch(() => {}); // reported by the first call that needs it
-    return redisBackend(connecting, prefix);
+  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix);
+  if (o.redlock !== undefined) {
+    const nodes = checkRedlockNodes(o.redlock);
+    const nodeTimeout = o.nodeTimeout === undefined ? undefined : checkCount(o.nodeTimeout, 'nodeTimeout', 1);
+    return redlockBackend(
+      nodes.map((node, i) => {
+        const label = `node ${i}${addressOf(node) ? ` (${addressOf(node)})` : ''}`;
+        const client = typeof node === 'string' ? connectChecked(node, `redlock[${i}]`) : adaptClient(node, `redlock[${i}]`);
+        return redisBackend(client, prefix, { wake: true, label });
+      }),
+      { nodeTimeout },
+    );
   }
   if (o.memory !== undefined) {
     if (!(o.memory instanceof MemoryStore)) throw new InvalidOptionError('memory', 'a store from createMemoryStore()', o.memory);
@@ -261,6 +299,7 @@ class LockManager implements Locks {
         inFlight: false,
         granted: undefined,
         woken: false,
+        jitter: false,
         wake: undefined,
         timer: undefined,
         resolve: (lease) => {
@@ -291,7 +330,10 @@ class LockManager implements Locks {
     const token = this.#tokens.next();
     const sentAt = now();
     const reply = await this.#attempt(keys, token, ttl);
-    if (!reply.acquired) return null;
+    if (!reply.acquired) {
+      if (reply.outcome && undecided(reply.outcome)) throw new QuorumError(keys.name, reply.outcome);
+      return null;
+    }
     if (validUntil(sentAt, ttl, this.#settings.driftFactor) <= now()) {
       await this.#backend.release(keys, token).catch(() => {});
       return null;
@@ -417,8 +459,16 @@ class LockManager implements Locks {
         await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
       }
       throwIfStopped(head);
+      if (!reply.acquired && reply.retryAfter !== undefined && reply.retryAfter > 0) {
+        // Redlock split vote: contenders back off for random times, or they split again.
+        head.jitter = true;
+        await sleep(Math.min(reply.retryAfter, Math.max(0, head.deadline - now())), (wake) => (head.wake = wake));
+        head.wake = undefined;
+        head.jitter = false;
+        throwIfStopped(head);
+      }
       const left = head.deadline - now();
-      if (left <= 0) throw new LockTimeoutError(keys.name, now() - head.started, head.attempts);
+      if (left <= 0) throw giveUp(keys.name, head, reply.acquired ? undefined : reply.outcome);
       if (member !== undefined && !inboxWasListening) {
         // Without an inbox the head still wakes at the holder's TTL and at each recheck.
         const inbox = await this.#listen().then(
@@ -452,6 +502,12 @@ class LockManager implements Locks {
         // A waiter that left already: its leave() finds the grant and releases it.
         const waiter = this.#active.get(member);
         if (!waiter) return;
+        if (fence === 0) {
+          // Redlock: a node freed the lock; the waiter asks the quorum again.
+          waiter.woken = true;
+          if (!waiter.jitter) waiter.wake?.();
+          return;
+        }
         // An attempt in flight will find the lock holding our token (or the next one will).
         if (waiter.inFlight) waiter.woken = true;
         else waiter.granted = fence;
@@ -485,7 +541,7 @@ class LockManager implements Locks {
    */
   async #release(lease: Lease, keys: LockKeys, token: string): Promise<OwnershipReply> {
     const state = this.#keys.get(keys.name);
-    const next = state?.holder === lease && this.#settings.localHandoffs > 0 ? state.waiters[0] : undefined;
+    const next = state?.holder === lease && this.#settings.localHandoffs > 0 && this.#backend.handsOff ? state.waiters[0] : undefined;
     if (!state || !next || next.state !== 'queued') return this.#plainRelease(keys, token);
     next.state = 'active'; // being handed the lock: not for the timeout or the pump to take
     const sentAt = now();
@@ -526,6 +582,12 @@ class LockManager implements Locks {
     this.#pump(state);
     this.#forget(state);
   }
+}
+
+/** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
+function giveUp(key: string, waiter: Waiter, outcome: QuorumOutcome | undefined): Error {
+  if (outcome && undecided(outcome)) return new QuorumError(key, outcome);
+  return new LockTimeoutError(key, now() - waiter.started, waiter.attempts, outcome);
 }
 
 /** Takes the fence of a grant the inbox announced, if any. */

@@ -2,7 +2,7 @@ import type { MemoryStore } from './backend/memory-store.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
-/** Where the locks live: exactly one of `redis`, `url` or `memory`; none means a private in-memory store. */
+/** Where the locks live: exactly one of `redis`, `url`, `redlock` or `memory`; none means a private in-memory store. */
 export interface BackendOptions {
   /**
    * A client you already have: an ioredis `Redis` or a node-redis v5 client (connected).
@@ -12,6 +12,14 @@ export interface BackendOptions {
   readonly redis?: unknown;
   /** A Redis URL (`redis://user:pass@host:6379/0`, `rediss://` for TLS). latchkey connects with ioredis (or node-redis if that is what is installed) and closes the connection in `close()`. */
   readonly url?: string;
+  /**
+   * Redlock over independent Redis masters (not replicas of each other): clients (ioredis or
+   * node-redis, borrowed) or URLs (latchkey connects and closes them), one per master; an odd
+   * number, usually 3 or 5. Every operation needs a majority of them. See docs/safety.md.
+   */
+  readonly redlock?: readonly unknown[];
+  /** Redlock: longest wait for one node's reply, ms. Default: a tenth of the lease's TTL, between 10 and 100 ms. */
+  readonly nodeTimeout?: number;
   /** An in-memory store to share between managers in one process (from `createMemoryStore()`). */
   readonly memory?: MemoryStore;
 }
@@ -56,4 +64,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;

@@ -1,10 +1,18 @@
 import type { LockKeys } from '../keys.js';
+import type { QuorumOutcome } from './quorum.js';
 
 /** What one acquire attempt found. */
 export type AcquireReply =
   | { readonly acquired: true; readonly fence: number }
   /** `ttl`: the holder's remaining time to live in ms, or -1 when unknown (a key with no expiry). */
-  | { readonly acquired: false; readonly ttl: number };
+  | {
+      readonly acquired: false;
+      readonly ttl: number;
+      /** Redlock: how the nodes voted. */
+      readonly outcome?: QuorumOutcome;
+      /** Redlock, after a split vote: wait this long (ms, random) before trying again, whatever wakes the waiter. */
+      readonly retryAfter?: number;
+    };
 
 /** What an extend found: done, the key gone, or the key held by another token. */
 export type OwnershipReply = 'ok' | 'gone' | 'taken';
@@ -49,6 +57,12 @@ export interface FencedWriteReply {
 export interface Backend {
   /** Human-readable name for messages: `redis (ioredis)`, `memory`. */
   readonly name: string;
+  /**
+   * Whether a release can pass the lock on by itself: hand it to a waiter of the releasing
+   * process, or grant it to a queued waiter. False for Redlock, where one node cannot decide
+   * for a majority: its releases only wake the next waiter, which then asks the quorum.
+   */
+  readonly handsOff: boolean;
   /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */

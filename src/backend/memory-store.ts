@@ -181,6 +181,7 @@ export function createMemoryStore(): MemoryStore {
 export function memoryBackend(store: MemoryStore): Backend {
   return {
     name: 'memory',
+    handsOff: true,
     acquire: async (keys, token, ttl, queue) => store.acquire(keys.lock, token, ttl, queue),
     release: async (keys, token, handOff) => store.release(keys.lock, token, handOff),
     extend: async (keys, token, ttl) => store.extend(keys.lock, token, ttl),

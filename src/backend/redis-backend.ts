@@ -8,6 +8,7 @@ import {
   fencedReadScript,
   fencedWriteScript,
   leaveScript,
+  raiseFenceScript,
   releaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
@@ -23,11 +24,25 @@ function ownership(code: number, operation: string): OwnershipReply {
   throw new BackendError(operation, `unexpected reply ${code}`);
 }
 
+export interface RedisBackendOptions {
+  /** Release frees the lock and wakes the next queued waiter instead of granting it the lock (Redlock's nodes). */
+  readonly wake?: boolean;
+  /** A name for messages (a Redlock node's label). */
+  readonly label?: string;
+}
+
 /**
  * One Redis server (or a primary with replicas behind the driver). Every operation is one
  * script, one round trip.
  */
-export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string): Backend {
+/** A single Redis backend, with what Redlock needs of each of its nodes besides. */
+export interface RedisBackend extends Backend {
+  /** Lifts the lock's fence counter to at least `fence` (see raise-fence.lua). */
+  raiseFence(keys: LockKeys, fence: number, ttl: number): Promise<void>;
+}
+
+export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string, options: RedisBackendOptions = {}): RedisBackend {
+  const wake = options.wake === true;
   let ready: ScriptClient | undefined = 'then' in client ? undefined : client;
   const pending = 'then' in client ? client : undefined;
   const connect = async (): Promise<ScriptClient> => {
@@ -42,7 +57,8 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   const closers = new Set<() => Promise<void>>();
 
   return {
-    name: ready ? `redis (${ready.driver})` : 'redis',
+    name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
+    handsOff: !wake,
     async acquire(keys: LockKeys, token: string, ttl: number, queue) {
       const reply = await runScript(
         ready ?? (await connect()),
@@ -65,6 +81,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
           handOff?.token ?? '',
           handOff?.passOn ? '1' : '0',
           RETENTION,
+          wake ? '1' : '0',
         ],
       );
       const [status, fence] = asPair(reply, releaseScript);
@@ -73,6 +90,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     async extend(keys, token, ttl) {
       const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock], [token, String(ttl)]);
       return ownership(asInteger(reply, extendScript), 'extend');
+    },
+    async raiseFence(keys, fence, ttl) {
+      const px = String(ttl + FENCE_RETENTION);
+      await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), px]);
     },
     async leave(keys, member, token) {
       const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);

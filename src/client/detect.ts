@@ -6,10 +6,10 @@ import type { ScriptClient } from './script-client.js';
 const EXPECTED_CLIENT = 'an ioredis client (new Redis(...)) or a node-redis v5 client (createClient(...))';
 
 /** Wraps a client the user already has; it is borrowed and never modified or closed. */
-export function adaptClient(client: unknown): ScriptClient {
+export function adaptClient(client: unknown, option = 'redis'): ScriptClient {
   if (isIoredis(client)) return ioredisAdapter(client, false);
   if (isNodeRedis(client)) return nodeRedisAdapter(client, false);
-  throw new InvalidOptionError('redis', EXPECTED_CLIENT, client);
+  throw new InvalidOptionError(option, EXPECTED_CLIENT, client);
 }
 
 /**
@@ -46,4 +46,26 @@ async function optionalImport(name: string): Promise<Record<string, unknown> | u
     }
     throw error;
   }
+}
+
+/** `host:port` of a client or a URL, for messages; never its password. */
+export function addressOf(clientOrUrl: unknown): string | undefined {
+  if (typeof clientOrUrl === 'string') {
+    try {
+      const url = new URL(clientOrUrl);
+      return `${url.hostname}:${url.port || '6379'}`;
+    } catch {
+      return undefined;
+    }
+  }
+  const options = (clientOrUrl as { options?: { host?: unknown; port?: unknown; url?: unknown; socket?: { host?: unknown; port?: unknown } } })
+    ?.options;
+  if (!options) return undefined;
+  if (typeof options.host === 'string' && typeof options.port === 'number') return `${options.host}:${options.port}`;
+  if (typeof options.url === 'string') return addressOf(options.url);
+  const socket = options.socket;
+  if (socket && (typeof socket.host === 'string' || typeof socket.port === 'number')) {
+    return `${typeof socket.host === 'string' ? socket.host : 'localhost'}:${typeof socket.port === 'number' ? socket.port : 6379}`;
+  }
+  return undefined;
 }

@@ -14,6 +14,7 @@ export type LocksSettings = Omit<LocksOptions, 'redis' | 'url' | 'memory'>;
 
 export interface BackendHarness {
   readonly name: string;
+
   /** A manager on the shared backend; closed by `close()`. */
   locks(settings?: LocksSettings): Locks;
   /** Deletes a lock key behind its holder's back. */
@@ -122,4 +123,32 @@ export function useRedisServer(): { readonly server: RedisServer; readonly raw: 
     await context.server.stop();
   });
   return context;
+}
+
+/** Redlock over independent servers: each manager gets its own ioredis client per node. */
+export function redlockHarness(servers: readonly RedisServer[]): BackendHarness {
+  const raws = servers.map(rawClient);
+  const made: Locks[] = [];
+  const clients: Redis[] = [];
+  return {
+    name: `redlock over ${servers.length} servers`,
+    locks: (settings) => {
+      const nodes = servers.map((server) => {
+        const client = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+        client.on('error', () => {});
+        clients.push(client);
+        return client;
+      });
+      const locks = createLocks({ ...settings, redlock: nodes });
+      made.push(locks);
+      return locks;
+    },
+    forceDelete: async (prefix, lock) => {
+      await Promise.all(raws.map((raw) => raw.del(lockKeys(prefix, lock).lock)));
+    },
+    close: async () => {
+      await Promise.all(made.map((l) => l.close()));
+      for (const c of [...clients, ...raws]) c.disconnect();
+    },
+  };
 }

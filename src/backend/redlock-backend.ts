@@ -1,0 +1,237 @@
+import { QuorumError, UnsupportedError } from '../errors.js';
+import type { LockKeys } from '../keys.js';
+import type { AcquireReply, Backend, OwnershipReply, ReleaseReply } from './backend.js';
+import { quorumOf, tally, undecided, type NodeVote, type QuorumOutcome } from './quorum.js';
+import type { RedisBackend } from './redis-backend.js';
+
+export interface RedlockSettings {
+  /** Longest wait for one node's reply, ms; `undefined`: a tenth of the TTL, between 10 and 100 ms. */
+  readonly nodeTimeout: number | undefined;
+}
+
+/** What one node answered within the per-node timeout. */
+type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: Error };
+
+class NodeTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`no reply within ${ms} ms`);
+    this.name = 'NodeTimeoutError';
+  }
+}
+
+/** Longest split-vote back-off, ms: contenders that split the nodes between them retry at random times in [0, this]. */
+const SPLIT_JITTER = 20;
+/** After node errors: retry in [ERROR_DELAY, 3 * ERROR_DELAY] ms, not at once (the node may be restarting). */
+const ERROR_DELAY = 25;
+
+/** How long a failed attempt waits before the next, whatever wakes it: random, so contenders do not collide again. */
+function retryAfter(outcome: QuorumOutcome): { retryAfter?: number } {
+  if (outcome.errors > 0) return { retryAfter: ERROR_DELAY + Math.floor(Math.random() * (2 * ERROR_DELAY + 1)) };
+  if (outcome.for > 0) return { retryAfter: Math.floor(Math.random() * (SPLIT_JITTER + 1)) };
+  return {};
+}
+
+/**
+ * Redlock over N independent Redis masters. Every operation goes to all nodes at once, each with
+ * a timeout far shorter than the TTL; a majority decides. Each node runs the single-Redis scripts
+ * (in wake mode: a node cannot grant a lock that needs a majority).
+ *
+ * Fences: each node counts its own. An acquire that won a majority takes the highest fence among
+ * its voters and raises the other voters' counters to it before the lease is handed out, so any
+ * later majority (which shares a node with this one) issues a higher fence.
+ */
+export function redlockBackend(nodes: readonly RedisBackend[], settings: RedlockSettings): Backend {
+  const quorum = quorumOf(nodes.length);
+  const timeoutFor = (ttl: number): number =>
+    settings.nodeTimeout ?? Math.max(10, Math.min(100, Math.floor(ttl / 10)));
+
+  /**
+   * Calls every node; each answer that does not come within `ms` counts as an error. `late` sees
+   * values that arrive after their timeout (an acquire that went through after all).
+   */
+  function each<T>(ms: number, call: (node: RedisBackend) => Promise<T>, late?: (index: number, value: T) => void): Promise<Answer<T>[]> {
+    return Promise.all(
+      nodes.map(
+        (node, index) =>
+          new Promise<Answer<T>>((resolve) => {
+            let done = false;
+            const timer = setTimeout(() => {
+              done = true;
+              resolve({ ok: false, error: new NodeTimeoutError(ms) });
+            }, ms);
+            timer.unref(); // a guard on a request in flight, which holds the process open by itself
+            call(node).then(
+              (value) => {
+                clearTimeout(timer);
+                if (done) late?.(index, value);
+                else resolve({ ok: true, value });
+                done = true;
+              },
+              (error: unknown) => {
+                clearTimeout(timer);
+                if (!done) resolve({ ok: false, error: error instanceof Error ? error : new Error(String(error)) });
+                done = true;
+              },
+            );
+          }),
+      ),
+    );
+  }
+
+  const releaseEverywhere = (keys: LockKeys, token: string): void => {
+    for (const node of nodes) node.release(keys, token).catch(() => {});
+  };
+
+  /** Votes on an extend or release: `ok` is for; `gone` or `taken` against. */
+  function ownershipVotes(answers: Answer<OwnershipReply | ReleaseReply>[]): { votes: NodeVote[]; taken: boolean } {
+    let taken = false;
+    const votes = answers.map((a, i): NodeVote => {
+      const node = nodes[i]!.name;
+      if (!a.ok) return { node, vote: 'error', error: a.error };
+      if (a.value === 'taken') taken = true;
+      return a.value === 'gone' || a.value === 'taken' ? { node, vote: 'against' } : { node, vote: 'for' };
+    });
+    return { votes, taken };
+  }
+
+  /** The outcome of an extend or release: held by a majority, lost, or unknown (too many errors: throws). */
+  function decide(keys: LockKeys, operation: string, answers: Answer<OwnershipReply | ReleaseReply>[]): OwnershipReply {
+    const { votes, taken } = ownershipVotes(answers);
+    const outcome = tally(operation, quorum, votes);
+    if (outcome.for >= quorum) return 'ok';
+    if (undecided(outcome)) throw new QuorumError(keys.name, outcome);
+    return taken ? 'taken' : 'gone';
+  }
+
+  /** Lifts the counters of the voters that issued less than `fence`; true when a majority is at `fence` or above. */
+  async function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
+    const ms = timeoutFor(ttl);
+    let atFence = 0;
+    const raising: Promise<boolean>[] = [];
+    fences.forEach((f, i) => {
+      if (f === undefined) return;
+      if (f >= fence) atFence++;
+      else raising.push(withTimeout(nodes[i]!.raiseFence(keys, fence, ttl), ms).then(() => true, () => false));
+    });
+    const raised = (await Promise.all(raising)).filter(Boolean).length;
+    return atFence + raised >= quorum;
+  }
+
+  return {
+    name: `redlock (${nodes.length} nodes)`,
+    handsOff: false,
+
+    async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
+      let kept = false;
+      const answers = await each(
+        timeoutFor(ttl),
+        (node) => node.acquire(keys, token, ttl, queue),
+        (index, reply) => {
+          // Went through after its timeout: give it back unless the lease was won.
+          if (reply.acquired && !kept) nodes[index]!.release(keys, token).catch(() => {});
+        },
+      );
+      const fences: (number | undefined)[] = [];
+      const ttls: number[] = [];
+      const votes = answers.map((a, i): NodeVote => {
+        const node = nodes[i]!.name;
+        if (!a.ok) return { node, vote: 'error', error: a.error };
+        if (a.value.acquired) {
+          fences[i] = a.value.fence;
+          return { node, vote: 'for' };
+        }
+        ttls.push(a.value.ttl);
+        return { node, vote: 'against', ttl: a.value.ttl };
+      });
+      const outcome = tally('acquire', quorum, votes);
+      if (outcome.for >= quorum) {
+        const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
+        if (await raise(keys, fences, fence, ttl)) {
+          kept = true;
+          return { acquired: true, fence };
+        }
+      }
+      releaseEverywhere(keys, token);
+      // Not an error yet: the waiter retries until its deadline, and then reports this outcome
+      // (a QuorumError when node errors left it undecided, a LockTimeoutError when it was held).
+      return { acquired: false, ttl: holderTtl(ttls, outcome), outcome, ...retryAfter(outcome) };
+    },
+
+    async release(keys, token): Promise<ReleaseReply> {
+      return decide(keys, 'release', await each(timeoutFor(1000), (node) => node.release(keys, token)));
+    },
+
+    async extend(keys, token, ttl): Promise<OwnershipReply> {
+      const reply = decide(keys, 'extend', await each(timeoutFor(ttl), (node) => node.extend(keys, token, ttl)));
+      // Lost on the majority: what is left on the minority is given back at once, not left to expire.
+      if (reply !== 'ok') releaseEverywhere(keys, token);
+      return reply;
+    },
+
+    async leave(keys, member, token): Promise<boolean> {
+      const answers = await each(timeoutFor(1000), (node) => node.leave(keys, member, token));
+      // A node that still holds our token (an acquire that went through late): the caller releases it.
+      return answers.some((a) => !a.ok || a.value);
+    },
+
+    fencedWrite() {
+      return Promise.reject(
+        new UnsupportedError(
+          'fencedWrite on a Redlock manager',
+          'a fenced resource lives on one Redis; call fencedWrite on a manager for that Redis (createLocks({ redis }))',
+        ),
+      );
+    },
+    fencedRead() {
+      return Promise.reject(
+        new UnsupportedError(
+          'fencedRead on a Redlock manager',
+          'a fenced resource lives on one Redis; call fencedRead on a manager for that Redis (createLocks({ redis }))',
+        ),
+      );
+    },
+
+    async watchInbox(managerId, listener) {
+      const opened = await Promise.allSettled(nodes.map((node) => node.watchInbox(managerId, listener)));
+      const closers = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      if (closers.length === 0) throw (opened[0] as PromiseRejectedResult).reason;
+      // Nodes whose subscription failed: their releases are not heard; waiters still wake at the holder's TTL and each recheck.
+      return async () => {
+        await Promise.all(closers.map((close) => close().catch(() => {})));
+      };
+    },
+
+    async close() {
+      await Promise.all(nodes.map((node) => node.close().catch(() => {})));
+    },
+  };
+}
+
+/**
+ * When a majority of the nodes will be free, as far as the replies tell: the holder's keys expire
+ * one by one, and `quorum` of them must be free. -1 when unknown.
+ */
+function holderTtl(ttls: number[], outcome: QuorumOutcome): number {
+  const free = outcome.votes.length - outcome.against - outcome.errors;
+  const need = outcome.quorum - free;
+  if (need <= 0) return 0;
+  const sorted = ttls.filter((t) => t >= 0).sort((a, b) => a - b);
+  return sorted[need - 1] ?? -1;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new NodeTimeoutError(ms)), ms);
+    timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}

@@ -1,0 +1,16 @@
+import { afterAll, describe } from 'vitest';
+import { redlockHarness } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { lockContract } from './lock-contract.js';
+
+describe('contract: Redlock over three independent servers', () => {
+  const servers: RedisServer[] = [];
+  afterAll(async () => Promise.all(servers.map((s) => s.stop())));
+  lockContract(
+    async () => {
+      servers.push(...(await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()])));
+      return redlockHarness(servers);
+    },
+    { handsOff: false, fencedWrites: false },
+  );
+});

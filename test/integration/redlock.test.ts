@@ -1,0 +1,234 @@
+/**
+ * Redlock over three independent redis-server processes: quorum outcomes as data, nodes that die,
+ * freeze and come back, fences that stay increasing across node failures, and late replies.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createLocks,
+  InvalidOptionError,
+  LeaseLostError,
+  LockTimeoutError,
+  QuorumError,
+  UnsupportedError,
+  type Locks,
+} from '../../src/index.js';
+import { lockKeys } from '../../src/keys.js';
+import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { aborted } from '../contract/lock-contract.js';
+
+const servers: RedisServer[] = [];
+const raws: Redis[] = [];
+const cleanup: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  servers.push(...(await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()])));
+  raws.push(...servers.map(rawClient));
+  for (const raw of raws) raw.on('error', () => {});
+});
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step();
+  for (const raw of raws) raw.disconnect();
+  await Promise.all(servers.map((s) => s.stop()));
+});
+
+/** A Redlock manager over the three servers, with its own clients (no retries, so a dead node fails fast). */
+function redlock(settings: { prefix: string; nodeTimeout?: number; recheck?: number }): Locks {
+  const clients = servers.map((s) => {
+    const c = new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    c.on('error', () => {});
+    return c;
+  });
+  const locks = createLocks({ ...settings, redlock: clients });
+  cleanup.push(async () => {
+    await locks.close();
+    for (const c of clients) c.disconnect();
+  });
+  return locks;
+}
+
+/** Keeps asking until `check` holds, for at most `ms` (for effects of late replies, which no event announces). */
+async function eventually(check: () => Promise<boolean>, ms = 3000): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return check();
+}
+
+const fenceOn = async (raw: Redis, prefix: string, name: string): Promise<number> =>
+  Number((await raw.get(lockKeys(prefix, name).fence)) ?? 0);
+
+describe('Redlock', () => {
+  it('takes a lease on every node and releases it from every node', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix });
+    expect(locks.backend).toBe('redlock (3 nodes)');
+    const lease = await locks.acquire('all', { ttl: 5000 });
+    const key = lockKeys(prefix, 'all').lock;
+    expect(await Promise.all(raws.map((r) => r.get(key)))).toEqual([lease.token, lease.token, lease.token]);
+    // The lease's fence is the highest of the voters', and every voter's counter is at least that.
+    const fences = await Promise.all(raws.map((r) => fenceOn(r, prefix, 'all')));
+    expect(Math.max(...fences)).toBe(lease.fence);
+    await lease.release();
+    expect(await Promise.all(raws.map((r) => r.exists(key)))).toEqual([0, 0, 0]);
+  });
+
+  it('wins with a majority while a minority is held by another owner, and not without one', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix });
+    const key = lockKeys(prefix, 'minority').lock;
+    await raws[0]!.set(key, 'someone-else', 'PX', 60_000);
+    const lease = await locks.acquire('minority', { ttl: 5000 });
+    await lease.release();
+    expect(await raws[0]!.get(key)).toBe('someone-else'); // never touches another owner's key
+
+    await raws[1]!.set(key, 'someone-else', 'PX', 60_000);
+    expect(await locks.tryAcquire('minority')).toBeNull();
+    const timedOut = await locks.acquire('minority', { wait: 50 }).catch((e: unknown) => e);
+    expect(timedOut).toBeInstanceOf(LockTimeoutError);
+    const outcome = (timedOut as LockTimeoutError).outcome!;
+    expect(outcome).toMatchObject({ operation: 'acquire', quorum: 2, for: 1, against: 2, errors: 0 });
+    expect(outcome.votes.map((v) => v.vote)).toEqual(['against', 'against', 'for']);
+    expect((timedOut as Error).message).toMatch(/1 of 3 nodes voted for, 2 needed/);
+    // The node it did win was given back.
+    expect(await raws[2]!.exists(key)).toBe(0);
+  });
+
+  it('fences stay strictly increasing while nodes die, lose their data and come back', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix, nodeTimeout: 200 });
+    const name = 'fences';
+    const fenceKey = lockKeys(prefix, name).fence;
+    const seen: number[] = [];
+    const take = async (): Promise<void> => {
+      const lease = await locks.acquire(name, { ttl: 5000, wait: 5000 });
+      seen.push(lease.fence);
+      await lease.release();
+    };
+    await take();
+    // Node 0's counter runs far ahead of the others (a node whose clock was ahead once).
+    const ahead = seen[0]! + 1e12;
+    await raws[0]!.set(fenceKey, String(ahead), 'PX', 600_000);
+    await take(); // {0, 1, 2} vote; the lease gets node 0's fence; nodes 1 and 2 are raised to it
+    expect(seen[1]).toBeGreaterThan(ahead);
+    // Node 0 dies: the majority {1, 2} must still issue higher fences, though their own counters never saw node 0's.
+    await servers[0]!.kill();
+    await take();
+    // Node 0 comes back empty (no persistence), node 1 dies: the majority {0, 2} shares node 2 with the last one.
+    await servers[0]!.restart();
+    await servers[1]!.kill();
+    await take();
+    await servers[1]!.restart();
+    await take();
+    for (let i = 1; i < seen.length; i++) expect(seen[i]).toBeGreaterThan(seen[i - 1]!);
+  });
+
+  it('works with one node down, and throws a QuorumError that names each failing node with two down', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix, nodeTimeout: 200 });
+    await servers[2]!.kill();
+    try {
+      const lease = await locks.acquire('down', { ttl: 5000 });
+      await lease.release();
+      await servers[1]!.kill();
+      const started = performance.now();
+      const error = await locks.acquire('down', { ttl: 5000, wait: 300 }).catch((e: unknown) => e);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(300); // retried until its deadline
+      expect(error).toBeInstanceOf(QuorumError);
+      const q = error as QuorumError;
+      expect(q.code).toBe('QUORUM');
+      expect(q.outcome).toMatchObject({ for: 1, errors: 2, quorum: 2 });
+      expect(q.outcome.votes.map((v) => v.vote)).toEqual(['for', 'error', 'error']);
+      expect(q.message).toMatch(new RegExp(`node 1 \\(127.0.0.1:${servers[1]!.port}\\): error`));
+      expect(q.cause).toBeInstanceOf(Error);
+      // tryAcquire cannot tell "held" from "unreachable" either: it throws too.
+      await expect(locks.tryAcquire('down')).rejects.toBeInstanceOf(QuorumError);
+      // The one node it won was given back.
+      expect(await raws[0]!.exists(lockKeys(prefix, 'down').lock)).toBe(0);
+    } finally {
+      await servers[1]!.restart();
+      await servers[2]!.restart();
+    }
+  });
+
+  it('does not wait for a frozen node longer than the per-node timeout, and cleans up after its late reply', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix, nodeTimeout: 50 });
+    const key = lockKeys(prefix, 'frozen').lock;
+    servers[2]!.pause();
+    let resumed = false;
+    try {
+      const started = performance.now();
+      const lease = await locks.acquire('frozen', { ttl: 5000 });
+      expect(performance.now() - started).toBeLessThan(1000);
+      await lease.release();
+      // Two frozen nodes: no quorum. Their acquires go through when they wake, and are given back.
+      servers[1]!.pause();
+      const error = await locks.acquire('frozen', { ttl: 5000, wait: 0 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(QuorumError);
+      expect((error as QuorumError).outcome.votes.map((v) => v.vote)).toEqual(['for', 'error', 'error']);
+      expect((error as QuorumError).message).toMatch(/no reply within 50 ms/);
+      servers[1]!.resume();
+      servers[2]!.resume();
+      resumed = true;
+      const gone = async (): Promise<boolean> => (await Promise.all(raws.map((r) => r.exists(key)))).every((n) => n === 0);
+      expect(await eventually(gone)).toBe(true);
+    } finally {
+      if (!resumed) {
+        servers[1]!.resume();
+        servers[2]!.resume();
+      }
+    }
+  });
+
+  it('extend needs a majority: a lease deleted on two nodes is lost, and the third copy is given back', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix });
+    const lease = await locks.acquire('extend', { ttl: 5000 });
+    const key = lockKeys(prefix, 'extend').lock;
+    await raws[0]!.del(key);
+    await lease.extend(5000); // two of three still hold it
+    await raws[1]!.del(key);
+    await expect(lease.extend(5000)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await aborted(lease.signal)).toBeInstanceOf(LeaseLostError);
+    expect(await eventually(async () => (await raws[2]!.exists(key)) === 0)).toBe(true);
+  });
+
+  it('a waiter wakes when the release reaches the nodes, not at its recheck or the TTL', async () => {
+    const prefix = uniquePrefix();
+    const [a, b] = [redlock({ prefix }), redlock({ prefix, recheck: 60_000 })];
+    const holder = await a.acquire('wake', { ttl: 60_000 });
+    const waiting = b.acquire('wake', { wait: 10_000 });
+    await new Promise((r) => setTimeout(r, 50)); // let it queue on the nodes
+    const released = performance.now();
+    await holder.release();
+    const lease = await waiting;
+    expect(performance.now() - released).toBeLessThan(1000);
+    expect(lease.fence).toBeGreaterThan(holder.fence);
+    await lease.release();
+  });
+
+  it('refuses fenced writes (a fenced resource lives on one Redis)', async () => {
+    const locks = redlock({ prefix: uniquePrefix() });
+    await expect(locks.fencedWrite('resource', 'x', 1)).rejects.toBeInstanceOf(UnsupportedError);
+  });
+});
+
+describe('Redlock options', () => {
+  it('refuses an empty node list, a node given twice, and nodeTimeout without redlock', () => {
+    expect(() => createLocks({ redlock: [] })).toThrow(InvalidOptionError);
+    const client = new Redis({ lazyConnect: true });
+    try {
+      expect(() => createLocks({ redlock: [client, client] })).toThrow(/would vote twice/);
+      expect(() => createLocks({ redlock: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1/'] })).toThrow(/would vote twice/);
+      expect(() => createLocks({ redlock: ['http://x'] })).toThrow(/redlock\[0\]/);
+      expect(() => createLocks({ nodeTimeout: 50 })).toThrow(/only with "redlock"/);
+      expect(() => createLocks({ redlock: [client], redis: client })).toThrow(/only one of/);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
