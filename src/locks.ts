@@ -313,6 +313,8 @@ class LockManager implements Locks {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       state.waiters.push(waiter);
+      // Waiting behind a lease of this process: its expiry must pass the lock on when it comes.
+      state.holder?.watchExpiry();
       this.#pump(state);
       if (waiter.state === 'queued' && wait !== Infinity) {
         // Queued behind callers of this process: the deadline ends the wait even while it waits in memory.
@@ -326,6 +328,7 @@ class LockManager implements Locks {
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
     const existing = this.#keys.get(keys.name);
+    existing?.holder?.watchExpiry(); // ends it now if its validity already ran out
     if (existing && (existing.holder || existing.waiters.length > 0)) return null;
     const token = this.#tokens.next();
     const sentAt = now();

@@ -49,6 +49,12 @@ export class Lease implements AsyncDisposable {
   #state: LeaseState = 'held';
   #lostError: LeaseLostError | undefined;
   #expiryTimer: NodeJS.Timeout | undefined;
+  /**
+   * Whether anyone needs to hear of the expiry the moment it comes (the signal was asked for, a
+   * watchdog runs, a caller of this process waits behind the lease): only then is a timer armed.
+   * Otherwise expiry is noticed when the lease is next looked at (state, held, extend, release).
+   */
+  #watched = false;
   #watchdog: Watchdog | undefined;
   /** Extends run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
@@ -64,8 +70,10 @@ export class Lease implements AsyncDisposable {
     this.ttl = ttl;
     this.#acquiredAt = sentAt;
     this.#validUntil = validUntil(sentAt, ttl, context.driftFactor);
-    this.#armExpiry();
-    if (renew) this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
+    if (renew) {
+      this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
+      this.watchExpiry();
+    }
   }
 
   /** The random token that proves ownership in the backend (128 bits). Never log it. */
@@ -78,6 +86,7 @@ export class Lease implements AsyncDisposable {
     if (!this.#controller) {
       this.#controller = new AbortController();
       if (this.#endReason) this.#controller.abort(this.#endReason());
+      else this.watchExpiry();
     }
     return this.#controller.signal;
   }
@@ -96,12 +105,22 @@ export class Lease implements AsyncDisposable {
   }
 
   get state(): LeaseState {
+    this.#noticeExpiry();
     return this.#state;
   }
 
   /** True while the lease is held and valid. */
   get held(): boolean {
-    return this.#state === 'held' && now() < this.#validUntil;
+    this.#noticeExpiry();
+    return this.#state === 'held';
+  }
+
+  /** @internal Arms the expiry timer, so the lease ends (and its signal aborts) the moment its validity runs out. */
+  watchExpiry(): void {
+    this.#noticeExpiry();
+    if (this.#watched || this.#state !== 'held') return;
+    this.#watched = true;
+    this.#armExpiry();
   }
 
   /** How long the lease has been held so far, in ms. */
@@ -182,7 +201,7 @@ export class Lease implements AsyncDisposable {
   }
 
   #assertHeld(): void {
-    if (this.#state === 'held' && now() >= this.#validUntil) this.#lose(this.#lossFor('expired'));
+    this.#noticeExpiry();
     if (this.#state === 'lost') throw this.#lostError;
     if (this.#state === 'released') throw this.#endReason?.() ?? new LeaseReleasedError(this.key);
   }
@@ -195,14 +214,23 @@ export class Lease implements AsyncDisposable {
     return new LeaseLostError(this.key, this.fence, reason, cause === undefined ? undefined : { cause });
   }
 
+  #noticeExpiry(): void {
+    if (this.#state === 'held' && now() >= this.#validUntil) this.#expire();
+  }
+
+  #expire(): void {
+    const watchdog = this.#watchdog;
+    const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
+    this.#lose(unreachable ? this.#lossFor('unreachable', watchdog.lastError) : this.#lossFor('expired'));
+  }
+
   #armExpiry(): void {
+    if (!this.#watched) return;
     clearTimeout(this.#expiryTimer);
     const delay = Math.max(0, Math.ceil(this.#validUntil - now()));
     this.#expiryTimer = setTimeout(() => {
       if (this.#state === 'held' && now() >= this.#validUntil) {
-        const watchdog = this.#watchdog;
-        const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
-        this.#lose(unreachable ? this.#lossFor('unreachable', watchdog.lastError) : this.#lossFor('expired'));
+        this.#expire();
       } else if (this.#state === 'held') {
         this.#armExpiry();
       }

@@ -197,6 +197,23 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
         await next.release();
       });
 
+      it(`a caller of the same manager gets the lock when its holder's TTL runs out without a release (${strategy})`, async () => {
+        fresh();
+        const l = locks({ strategy });
+        const holder = await l.acquire('forgotten', { ttl: 200 }); // never released, its signal never asked for
+        const next = await l.acquire('forgotten', { wait: 5000 });
+        expect(holder.state).toBe('lost');
+        expect(holder.lostError?.reason).toBe('expired');
+        expect(next.fence).toBeGreaterThan(holder.fence);
+        await next.release();
+        // A lease nobody watches is seen to be lost when it is next looked at.
+        const unwatched = await l.acquire('unwatched', { ttl: 50 });
+        await new Promise((r) => setTimeout(r, 60)); // let its validity run out
+        expect(unwatched.held).toBe(false);
+        expect(unwatched.state).toBe('lost');
+        expect(await l.tryAcquire('unwatched')).not.toBeNull();
+      });
+
       it(`a waiter gets the lock when the holder's TTL runs out without a release (${strategy})`, async () => {
         fresh();
         const [a, b] = [locks({ strategy }), locks({ strategy })];

@@ -1,0 +1,535 @@
+/**
+ * Starts a real local Redis Cluster for tests: one redis-server process per node, on loopback
+ * ports, each in its own temporary directory, joined with `redis-cli --cluster create`. Like
+ * `RedisServer`, it stops only the processes it started, by pid, and nodes can be killed, paused,
+ * resumed and restarted on the same port (a restarted node keeps its nodes.conf, so it rejoins
+ * with the same id; its data is gone, since nothing is persisted).
+ *
+ * Waiting for the cluster polls `CLUSTER INFO` / `CLUSTER SLOTS` / `INFO replication`: no event
+ * announces that the nodes agree on the topology.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+export type ClusterNodeRole = 'master' | 'replica';
+
+export interface RedisClusterOptions {
+  /** Number of masters; the 16384 slots are split evenly between them. Default 3 (the minimum redis-cli accepts). */
+  readonly masters?: number;
+  /** Replicas per master. Default 0. */
+  readonly replicasPerMaster?: 0 | 1;
+  /** Extra redis-server arguments for every node, e.g. ['--maxmemory', '10mb']. */
+  readonly args?: readonly string[];
+  /** How long to wait for the cluster to converge after creation. Default 15 000 ms. */
+  readonly readyTimeoutMs?: number;
+}
+
+export interface FailoverOptions {
+  /**
+   * `default`: CLUSTER FAILOVER (coordinated with the master; no writes lost), used when the
+   * master is running and not paused. `force`: CLUSTER FAILOVER FORCE (no handshake with the
+   * master, still elected by the other masters), used when the master is killed or paused.
+   * `takeover`: CLUSTER FAILOVER TAKEOVER (no election at all).
+   */
+  readonly mode?: 'default' | 'force' | 'takeover';
+  /** Default 10 000 ms. */
+  readonly timeoutMs?: number;
+}
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+const HOST = '127.0.0.1';
+const SLOTS = 16384;
+const POLL_MS = 50;
+
+/** Every child started here, so that a crashing test process does not leave servers behind. */
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function track(child: ChildProcess): void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const c of running) c.kill('SIGKILL');
+    });
+  }
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, HOST, () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A port for a cluster node: the node also listens on port + 10000 (the cluster bus), so both must
+ * be free. Ports come from 10000..22767 so that both the port and the bus port (20000..32767) lie
+ * below Linux's ephemeral range (32768..60999) and cannot collide with outgoing connections or
+ * with `freePort()` in other test files.
+ */
+export async function freeClusterPort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 10000 + Math.floor(Math.random() * 12768);
+    if ((await canListen(port)) && (await canListen(port + 10000))) return port;
+  }
+  throw new Error('no free port pair (port, port + 10000) found for a cluster node');
+}
+
+/** One short-lived connection per call: robust against killed and restarted nodes. */
+async function command(port: number, args: readonly (string | number)[], timeoutMs = 1000): Promise<unknown> {
+  const client = new Redis({
+    host: HOST,
+    port,
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    enableReadyCheck: false,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    const [name, ...rest] = args;
+    return await client.call(String(name), ...rest.map(String));
+  } finally {
+    client.disconnect();
+  }
+}
+
+function parseInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return fields;
+}
+
+interface NodeLine {
+  readonly id: string;
+  readonly port: number;
+  readonly role: ClusterNodeRole;
+  readonly masterId: string | undefined;
+  readonly failed: boolean;
+}
+
+function parseClusterNodes(text: string): NodeLine[] {
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const [id = '', address = '', flags = '', masterId = '-'] = line.split(' ');
+      const port = Number(address.split('@')[0]?.split(':').pop());
+      const flagList = flags.split(',');
+      return {
+        id,
+        port,
+        role: flagList.includes('master') ? 'master' : 'replica',
+        masterId: masterId === '-' ? undefined : masterId,
+        failed: flagList.includes('fail') || flagList.includes('fail?'),
+      } satisfies NodeLine;
+    });
+}
+
+/** CLUSTER SLOTS: [[start, end, [host, port, id, ...], ...replicas], ...] */
+type SlotsReply = Array<[number, number, [string, number, string, ...unknown[]], ...unknown[]]>;
+
+export class ClusterNode {
+  readonly host = HOST;
+  readonly port: number;
+  readonly dir: string;
+  readonly #args: readonly string[];
+  #child: ChildProcess | undefined;
+  #paused = false;
+  #role: ClusterNodeRole = 'master';
+  #id = '';
+
+  /** @internal */
+  constructor(port: number, args: readonly string[]) {
+    this.port = port;
+    this.#args = args;
+    this.dir = mkdtempSync(join(tmpdir(), `latchkey-cluster-${port}-`));
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** Role as last seen by the harness (after start, failover and `refreshTopology()`). */
+  get role(): ClusterNodeRole {
+    return this.#role;
+  }
+
+  /** Cluster node id (40 hex characters). */
+  get id(): string {
+    return this.#id;
+  }
+
+  get url(): string {
+    return `redis://${HOST}:${this.port}`;
+  }
+
+  /** The process is running (possibly paused). */
+  get running(): boolean {
+    const child = this.#child;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /** Running and not paused: it can answer. */
+  get answering(): boolean {
+    return this.running && !this.#paused;
+  }
+
+  /** Runs one command on this node over a fresh connection, e.g. `node.call('CLUSTER', 'INFO')`. */
+  call(...args: Array<string | number>): Promise<unknown> {
+    return command(this.port, args);
+  }
+
+  /** SIGKILL: the node dies at once. With replicas, its replica takes over after ~1-2 s (node timeout 1000 ms). */
+  async kill(): Promise<void> {
+    this.resume();
+    const child = this.#child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
+    this.#child = undefined;
+  }
+
+  /** SIGSTOP: the node freezes. Paused longer than the node timeout (1 s), it is failed over if it has a replica. */
+  pause(): void {
+    if (!this.running) return;
+    this.#child?.kill('SIGSTOP');
+    this.#paused = true;
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#child?.kill('SIGCONT');
+    this.#paused = false;
+  }
+
+  /** Kills the node and starts it again on the same port and directory (same nodes.conf, empty data). */
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.spawn();
+  }
+
+  /** @internal */
+  setTopology(id: string, role: ClusterNodeRole): void {
+    this.#id = id;
+    this.#role = role;
+  }
+
+  /** @internal */
+  spawn(): Promise<void> {
+    const args = [
+      '--port', String(this.port),
+      '--bind', HOST,
+      '--dir', this.dir,
+      '--logfile', '',
+      '--cluster-enabled', 'yes',
+      '--cluster-config-file', join(this.dir, `nodes-${this.port}.conf`),
+      '--cluster-node-timeout', '1000',
+      '--appendonly', 'no',
+      '--save', '',
+      '--enable-debug-command', 'local',
+      // Replicas sync at once instead of after the default 5 s wait for more replicas to join.
+      '--repl-diskless-sync-delay', '0',
+      ...this.#args,
+    ];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child = child;
+    this.#paused = false;
+    track(child);
+    return new Promise((resolve, reject) => {
+      let output = '';
+      const onData = (chunk: Buffer): void => {
+        output += chunk.toString();
+        if (output.includes('Ready to accept connections')) {
+          child.stdout?.off('data', onData);
+          child.stderr?.off('data', onData);
+          child.stdout?.resume();
+          child.stderr?.resume();
+          child.off('exit', onExit);
+          resolve();
+        }
+      };
+      const onExit = (code: number | null): void => {
+        this.#child = undefined;
+        reject(new Error(`redis-server (cluster node) on port ${this.port} exited with ${code}: ${output.slice(-500)}`));
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      child.once('exit', onExit);
+      child.once('error', reject);
+    });
+  }
+
+  /** @internal */
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export class RedisCluster {
+  readonly nodes: readonly ClusterNode[];
+  readonly #readyTimeoutMs: number;
+  /** replica -> its master, from the last CLUSTER NODES read. */
+  readonly #masterOf = new Map<ClusterNode, ClusterNode>();
+
+  private constructor(nodes: readonly ClusterNode[], readyTimeoutMs: number) {
+    this.nodes = nodes;
+    this.#readyTimeoutMs = readyTimeoutMs;
+  }
+
+  /**
+   * Starts `masters * (1 + replicasPerMaster)` nodes, creates the cluster and waits until every
+   * node reports `cluster_state:ok` with all 16384 slots assigned and every replica is in sync.
+   */
+  static async start(options: RedisClusterOptions = {}): Promise<RedisCluster> {
+    const masters = options.masters ?? 3;
+    const replicasPerMaster = options.replicasPerMaster ?? 0;
+    if (masters < 3) throw new Error('redis-cli --cluster create needs at least 3 masters');
+    const count = masters * (1 + replicasPerMaster);
+    const started = await Promise.allSettled(Array.from({ length: count }, () => startNode(options.args ?? [])));
+    const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await Promise.all(nodes.map((n) => n.stop()));
+      throw failed.reason;
+    }
+    const cluster = new RedisCluster(nodes, options.readyTimeoutMs ?? 15_000);
+    try {
+      await runRedisCli([
+        '--cluster', 'create',
+        ...nodes.map((n) => `${HOST}:${n.port}`),
+        '--cluster-replicas', String(replicasPerMaster),
+        '--cluster-yes',
+      ]);
+      await cluster.waitUntilHealthy();
+      return cluster;
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+  }
+
+  get masters(): ClusterNode[] {
+    return this.nodes.filter((n) => n.role === 'master');
+  }
+
+  get replicas(): ClusterNode[] {
+    return this.nodes.filter((n) => n.role === 'replica');
+  }
+
+  /** For ioredis: `new Cluster(cluster.startupNodes)`. */
+  get startupNodes(): HostPort[] {
+    return this.nodes.map((n) => ({ host: n.host, port: n.port }));
+  }
+
+  /** For node-redis: `createCluster({ rootNodes: cluster.rootNodes })`. */
+  get rootNodes(): Array<{ url: string }> {
+    return this.nodes.map((n) => ({ url: n.url }));
+  }
+
+  get urls(): string[] {
+    return this.nodes.map((n) => n.url);
+  }
+
+  nodeByPort(port: number): ClusterNode | undefined {
+    return this.nodes.find((n) => n.port === port);
+  }
+
+  /** The replica of `master` as last seen by the harness (`refreshTopology()` updates it). */
+  replicaOf(master: ClusterNode): ClusterNode | undefined {
+    return this.nodes.find((n) => n.role === 'replica' && this.#masterOf.get(n) === master);
+  }
+
+  /** The master serving `key` now, asked of a live node (CLUSTER KEYSLOT, then CLUSTER SLOTS). */
+  async masterForKey(key: string): Promise<ClusterNode> {
+    const asked = this.#anyAnswering();
+    const slot = Number(await asked.call('CLUSTER', 'KEYSLOT', key));
+    const slots = (await asked.call('CLUSTER', 'SLOTS')) as SlotsReply;
+    const range = slots.find(([start, end]) => slot >= start && slot <= end);
+    if (!range) throw new Error(`slot ${slot} of key ${JSON.stringify(key)} is not served (asked port ${asked.port})`);
+    const node = this.nodeByPort(Number(range[2][1]));
+    if (!node) throw new Error(`slot ${slot} is served by unknown port ${range[2][1]}`);
+    return node;
+  }
+
+  /**
+   * Reads ids, roles and replica links: each answering node's own view (CLUSTER MYID, ROLE), and
+   * for killed or paused nodes, the view of an answering node (CLUSTER NODES).
+   */
+  async refreshTopology(): Promise<void> {
+    const lines = parseClusterNodes(String(await this.#anyAnswering().call('CLUSTER', 'NODES')));
+    const byId = new Map<string, ClusterNode>();
+    this.#masterOf.clear();
+    for (const line of lines) {
+      const node = this.nodeByPort(line.port);
+      if (node) byId.set(line.id, node);
+    }
+    for (const line of lines) {
+      const node = this.nodeByPort(line.port);
+      if (!node || node.answering) continue;
+      node.setTopology(line.id, line.role);
+      const master = line.masterId === undefined ? undefined : byId.get(line.masterId);
+      if (master && line.role === 'replica') this.#masterOf.set(node, master);
+    }
+    for (const node of this.nodes.filter((n) => n.answering)) {
+      const id = String(await node.call('CLUSTER', 'MYID'));
+      const [role, , masterPort] = (await node.call('ROLE')) as [string, string, number];
+      node.setTopology(id, role === 'master' ? 'master' : 'replica');
+      const master = role === 'master' ? undefined : this.nodeByPort(Number(masterPort));
+      if (master) this.#masterOf.set(node, master);
+    }
+  }
+
+  /**
+   * Waits until every answering node reports cluster_state:ok, all slots assigned, knows every
+   * node, and every answering replica has its replication link up.
+   */
+  async waitUntilHealthy(timeoutMs = this.#readyTimeoutMs): Promise<void> {
+    await this.#until(timeoutMs, 'the cluster to become healthy', async () => {
+      const live = this.nodes.filter((n) => n.answering);
+      for (const node of live) {
+        const info = parseInfo(String(await node.call('CLUSTER', 'INFO')));
+        if (info.get('cluster_state') !== 'ok') return `port ${node.port}: cluster_state:${info.get('cluster_state')}`;
+        if (info.get('cluster_slots_assigned') !== String(SLOTS)) return `port ${node.port}: cluster_slots_assigned:${info.get('cluster_slots_assigned')}`;
+        if (info.get('cluster_slots_ok') !== String(SLOTS)) return `port ${node.port}: cluster_slots_ok:${info.get('cluster_slots_ok')}`;
+        if (Number(info.get('cluster_known_nodes')) < this.nodes.length) return `port ${node.port}: cluster_known_nodes:${info.get('cluster_known_nodes')}`;
+        const replication = parseInfo(String(await node.call('INFO', 'replication')));
+        if (replication.get('role') === 'slave' && replication.get('master_link_status') !== 'up') {
+          return `port ${node.port}: replica link ${replication.get('master_link_status')}`;
+        }
+      }
+      return undefined;
+    });
+    await this.refreshTopology();
+  }
+
+  /**
+   * Makes `master`'s replica take over its slots, and waits until every answering node reports the
+   * replica as master of those slots and cluster_state:ok. Returns the promoted node. If the
+   * replica has already taken over on its own (the master was killed or paused for more than the
+   * node timeout), only waits.
+   */
+  async failover(master: ClusterNode, options: FailoverOptions = {}): Promise<ClusterNode> {
+    const started = Date.now();
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    // The replica as the harness last saw it: if it took over on its own, CLUSTER NODES no longer links them.
+    const cached = this.replicaOf(master);
+    await this.refreshTopology();
+    const replica = [this.replicaOf(master), cached].find((n) => n?.answering);
+    if (!replica) throw new Error(`port ${master.port} has no answering replica to fail over to`);
+    const ownedRanges = await this.#rangesOf([master, replica]);
+    const mode = options.mode ?? (master.answering ? 'default' : 'force');
+    if ((await this.#roleReportedBy(replica)) !== 'master') {
+      const args = mode === 'default' ? ['CLUSTER', 'FAILOVER'] : ['CLUSTER', 'FAILOVER', mode.toUpperCase()];
+      await replica.call(...args);
+    }
+    const remaining = (): number => Math.max(0, timeoutMs - (Date.now() - started));
+    await this.#until(remaining(), `port ${replica.port} to take over from port ${master.port}`, async () => {
+      if ((await this.#roleReportedBy(replica)) !== 'master') return `port ${replica.port} is not master yet`;
+      if (master.answering && (await this.#roleReportedBy(master)) === 'master') return `port ${master.port} still reports itself master`;
+      for (const node of this.nodes.filter((n) => n.answering)) {
+        const slots = (await node.call('CLUSTER', 'SLOTS')) as SlotsReply;
+        for (const [start, end] of ownedRanges) {
+          for (const probe of [start, end]) {
+            const range = slots.find(([s, e]) => probe >= s && probe <= e);
+            if (!range || Number(range[2][1]) !== replica.port) return `port ${node.port} still routes slot ${probe} elsewhere`;
+          }
+        }
+        const info = parseInfo(String(await node.call('CLUSTER', 'INFO')));
+        if (info.get('cluster_state') !== 'ok') return `port ${node.port}: cluster_state:${info.get('cluster_state')}`;
+      }
+      return undefined;
+    });
+    await this.refreshTopology();
+    return replica;
+  }
+
+  /** Kills every process this cluster started and removes their directories. */
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+
+  #anyAnswering(): ClusterNode {
+    const node = this.nodes.find((n) => n.answering);
+    if (!node) throw new Error('no cluster node is running and unpaused');
+    return node;
+  }
+
+  /** Slot ranges served by any of `owners`, as an answering node sees them. */
+  async #rangesOf(owners: readonly ClusterNode[]): Promise<Array<[number, number]>> {
+    const ports = new Set(owners.map((n) => n.port));
+    const slots = (await this.#anyAnswering().call('CLUSTER', 'SLOTS')) as SlotsReply;
+    const ranges = slots.filter((r) => ports.has(Number(r[2][1]))).map(([s, e]) => [s, e] as [number, number]);
+    if (ranges.length === 0) throw new Error(`ports ${[...ports].join(', ')} serve no slots`);
+    return ranges;
+  }
+
+  async #roleReportedBy(node: ClusterNode): Promise<string> {
+    const role = (await node.call('ROLE')) as [string, ...unknown[]];
+    return role[0];
+  }
+
+  async #until(timeoutMs: number, what: string, check: () => Promise<string | undefined>): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = 'not checked yet';
+    for (;;) {
+      try {
+        const pending = await check();
+        if (pending === undefined) return;
+        last = pending;
+      } catch (error) {
+        last = error instanceof Error ? error.message : String(error);
+      }
+      if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last}`);
+      await sleep(POLL_MS);
+    }
+  }
+}
+
+async function startNode(args: readonly string[]): Promise<ClusterNode> {
+  for (let attempt = 0; ; attempt++) {
+    const node = new ClusterNode(await freeClusterPort(), args);
+    try {
+      await node.spawn();
+      return node;
+    } catch (error) {
+      await node.stop();
+      if (attempt >= 4) throw error;
+    }
+  }
+}
+
+function runRedisCli(args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('redis-cli', args, { timeout: 30_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`redis-cli ${args.join(' ')} failed: ${error.message}\n${stdout.slice(-1000)}\n${stderr.slice(-1000)}`));
+      else resolve(stdout);
+    });
+  });
+}
