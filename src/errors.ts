@@ -17,6 +17,7 @@ export type LockErrorCode =
   | 'SUPPRESSED'
   | 'CLOSED'
   | 'QUORUM'
+  | 'NOT_REPLICATED'
   | 'UNSUPPORTED';
 
 import { describeOutcome, type QuorumOutcome } from './backend/quorum.js';
@@ -169,6 +170,29 @@ export class QuorumError extends LockError {
     this.key = key;
     this.operation = outcome.operation;
     this.outcome = outcome;
+  }
+}
+
+/**
+ * With `replication: { shortfall: 'fail' }`: fewer replicas than asked acknowledged an acquire
+ * within the timeout, so the lock was released again rather than handed out as a lease a failover
+ * could lose.
+ */
+export class ReplicationError extends LockError {
+  readonly key: string;
+  readonly requested: number;
+  readonly acknowledged: number;
+  constructor(key: string, requested: number, acknowledged: number, timeout: number) {
+    super(
+      'NOT_REPLICATED',
+      `Acquire of lock "${key}" was acknowledged by ${acknowledged} of the ${requested} replica(s) asked for within ${timeout} ms, ` +
+        'so it was released. Check the replicas (INFO replication), raise replication.timeout, ' +
+        "or use shortfall: 'accept' to get a lease marked replicated: false.",
+    );
+    this.name = 'ReplicationError';
+    this.key = key;
+    this.requested = requested;
+    this.acknowledged = acknowledged;
   }
 }
 

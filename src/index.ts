@@ -20,6 +20,7 @@ export {
   ClosedError,
   LockSuppressedError,
   QuorumError,
+  ReplicationError,
   UnsupportedError,
 } from './errors.js';
 export type { NodeVote, QuorumOutcome } from './backend/quorum.js';

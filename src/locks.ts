@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Backend, FencedValue, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
-import { redisBackend } from './backend/redis-backend.js';
+import { redisBackend, type Replication } from './backend/redis-backend.js';
 import { redlockBackend } from './backend/redlock-backend.js';
 import { adaptClient, addressOf, connectUrl } from './client/detect.js';
 import type { ScriptClient } from './client/script-client.js';
@@ -119,6 +119,20 @@ function connectChecked(url: unknown, option: string): Promise<ScriptClient> {
   return connecting;
 }
 
+function checkReplication(value: unknown): Replication {
+  const o = checkOptions<{ replicas: number; timeout?: number; shortfall?: 'fail' | 'accept' }>(
+    value,
+    ['replicas', 'timeout', 'shortfall'],
+    'replication',
+  );
+  const replicas = checkCount(o.replicas, 'replication.replicas', 1, 'a positive integer number of replicas');
+  const timeout = o.timeout === undefined ? 100 : checkCount(o.timeout, 'replication.timeout', 1);
+  if (o.shortfall !== undefined && o.shortfall !== 'fail' && o.shortfall !== 'accept') {
+    throw new InvalidOptionError('replication.shortfall', '"fail" or "accept"', o.shortfall);
+  }
+  return { replicas, timeout, shortfall: o.shortfall ?? 'fail' };
+}
+
 function checkRedlockNodes(value: unknown): readonly unknown[] {
   if (!Array.isArray(value) || value.length === 0) {
     throw new InvalidOptionError('redlock', 'a non-empty array of clients or URLs, one per independent master', value);
@@ -135,9 +149,9 @@ function checkRedlockNodes(value: unknown): readonly unknown[] {
   return value;
 }
 
-function checkCount(value: unknown, option: string, min: number): number {
+function checkCount(value: unknown, option: string, min: number, expected?: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new InvalidOptionError(option, min === 0 ? 'a non-negative integer' : 'a positive integer number of milliseconds', value);
+    throw new InvalidOptionError(option, expected ?? (min === 0 ? 'a non-negative integer' : 'a positive integer number of milliseconds'), value);
   }
   return value;
 }
@@ -150,8 +164,12 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
   if (o.nodeTimeout !== undefined && o.redlock === undefined) {
     throw new InvalidOptionError('nodeTimeout', 'to be given only with "redlock"', o.nodeTimeout);
   }
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix);
-  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix);
+  const replication = o.replication === undefined ? undefined : checkReplication(o.replication);
+  if (replication && o.redis === undefined && o.url === undefined) {
+    throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
+  }
+  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication });
+  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication });
   if (o.redlock !== undefined) {
     const nodes = checkRedlockNodes(o.redlock);
     const nodeTimeout = o.nodeTimeout === undefined ? undefined : checkCount(o.nodeTimeout, 'nodeTimeout', 1);
@@ -347,7 +365,7 @@ class LockManager implements Locks {
       await this.#backend.release(keys, token).catch(() => {});
       return null;
     }
-    return this.#lease(state, keys, token, reply.fence, ttl, sentAt, renew);
+    return this.#lease(state, keys, token, reply.fence, ttl, sentAt, renew, reply.replicated);
   }
 
   /** One attempt; if the reply is lost, the lock is given back rather than left held until its TTL. */
@@ -457,7 +475,7 @@ class LockManager implements Locks {
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
-          return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew);
+          return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew, reply.replicated);
         }
         await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
       }
@@ -529,8 +547,17 @@ class LockManager implements Locks {
     return this.#inbox;
   }
 
-  #lease(state: KeyState, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined): Lease {
-    const lease = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew);
+  #lease(
+    state: KeyState,
+    keys: LockKeys,
+    token: string,
+    fence: number,
+    ttl: number,
+    sentAt: number,
+    renew: RenewOptions | undefined,
+    replicated?: boolean,
+  ): Lease {
+    const lease = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
     state.holder = lease;
     this.#held.add(lease);
     if (this.#closed) void lease.release().catch(() => {});

@@ -18,6 +18,16 @@ export interface BackendOptions {
    * number, usually 3 or 5. Every operation needs a majority of them. See docs/safety.md.
    */
   readonly redlock?: readonly unknown[];
+  /**
+   * Single Redis with replicas: run `WAIT replicas timeout` right behind every acquire (pipelined
+   * on the same connection) so that a lease is only handed out once `replicas` replicas have
+   * the key. `shortfall: 'fail'` (default) releases the lock and rejects with a
+   * `ReplicationError` when fewer acknowledge in `timeout` ms (default 100); `'accept'` hands out
+   * the lease with `lease.replicated === false`. Turns off grants and hand-offs (every lease goes
+   * through an acknowledged acquire). WAIT does not make Redis strongly consistent: see
+   * docs/safety.md.
+   */
+  readonly replication?: { readonly replicas: number; readonly timeout?: number; readonly shortfall?: 'fail' | 'accept' };
   /** Redlock: longest wait for one node's reply, ms. Default: a tenth of the lease's TTL, between 10 and 100 ms. */
   readonly nodeTimeout?: number;
   /** An in-memory store to share between managers in one process (from `createMemoryStore()`). */
@@ -64,4 +74,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;

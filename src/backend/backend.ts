@@ -3,7 +3,12 @@ import type { QuorumOutcome } from './quorum.js';
 
 /** What one acquire attempt found. */
 export type AcquireReply =
-  | { readonly acquired: true; readonly fence: number }
+  | {
+      readonly acquired: true;
+      readonly fence: number;
+      /** With replica acknowledgement: whether the asked number of replicas acknowledged the acquire. */
+      readonly replicated?: boolean;
+    }
   /** `ttl`: the holder's remaining time to live in ms, or -1 when unknown (a key with no expiry). */
   | {
       readonly acquired: false;

@@ -1,7 +1,7 @@
 import type { ScriptClient } from '../client/script-client.js';
-import { BackendError } from '../errors.js';
+import { BackendError, ReplicationError } from '../errors.js';
 import { inboxPrefix, type LockKeys } from '../keys.js';
-import { asInteger, asPair, runScript } from '../lua/run-script.js';
+import { asInteger, asPair, runScript, runScriptReplicated } from '../lua/run-script.js';
 import {
   acquireScript,
   extendScript,
@@ -29,6 +29,15 @@ export interface RedisBackendOptions {
   readonly wake?: boolean;
   /** A name for messages (a Redlock node's label). */
   readonly label?: string;
+  /** Replica acknowledgement of every acquire (implies wake mode: no grant or hand-off escapes the WAIT). */
+  readonly replication?: Replication;
+}
+
+/** `WAIT replicas timeout` after each acquire; see {@link LocksOptions.replication}. */
+export interface Replication {
+  readonly replicas: number;
+  readonly timeout: number;
+  readonly shortfall: 'fail' | 'accept';
 }
 
 /**
@@ -42,7 +51,8 @@ export interface RedisBackend extends Backend {
 }
 
 export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string, options: RedisBackendOptions = {}): RedisBackend {
-  const wake = options.wake === true;
+  const replication = options.replication;
+  const wake = options.wake === true || replication !== undefined;
   let ready: ScriptClient | undefined = 'then' in client ? undefined : client;
   const pending = 'then' in client ? client : undefined;
   const connect = async (): Promise<ScriptClient> => {
@@ -60,14 +70,22 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     handsOff: !wake,
     async acquire(keys: LockKeys, token: string, ttl: number, queue) {
-      const reply = await runScript(
-        ready ?? (await connect()),
-        acquireScript,
-        [keys.lock, keys.fence, keys.queue, keys.alive],
-        [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0)],
-      );
+      const client = ready ?? (await connect());
+      const scriptKeys = [keys.lock, keys.fence, keys.queue, keys.alive];
+      const args = [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0)];
+      if (!replication) {
+        const [status, value] = asPair(await runScript(client, acquireScript, scriptKeys, args), acquireScript);
+        return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
+      }
+      const [reply, acks] = await runScriptReplicated(client, acquireScript, scriptKeys, args, replication.replicas, replication.timeout);
       const [status, value] = asPair(reply, acquireScript);
-      return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
+      if (status !== 1) return { acquired: false, ttl: value };
+      const replicated = acks >= replication.replicas;
+      if (!replicated && replication.shortfall === 'fail') {
+        await this.release(keys, token).catch(() => {}); // else it expires by its TTL
+        throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout);
+      }
+      return { acquired: true, fence: value, replicated };
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
       const reply = await runScript(

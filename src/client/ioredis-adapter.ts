@@ -5,6 +5,7 @@ export interface IoredisLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(source: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   defineCommand(...args: never[]): unknown;
+  call(command: string, ...args: string[]): Promise<unknown>;
   duplicate(...args: never[]): IoredisLike;
   quit(): Promise<unknown>;
   disconnect(): void;
@@ -31,6 +32,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     driver: 'ioredis',
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+    waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     createSubscriber: async () => ioredisSubscriber(client.duplicate()),
     close: async () => {
       if (!owned) return;

@@ -46,6 +46,8 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     driver: 'node-redis',
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
+    waitReplicas: async (replicas, timeout) =>
+      Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
     createSubscriber: async () => nodeRedisSubscriber(client.duplicate()),
     close: async () => {
       if (owned) await closeClient(client);

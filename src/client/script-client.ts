@@ -9,6 +9,12 @@ export interface ScriptClient {
   evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
   /** EVAL with the full source. */
   eval(source: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /**
+   * WAIT numreplicas timeout: resolves to the number of replicas that acknowledged this
+   * connection's writes so far. Sent right behind a script on the same connection, it is
+   * pipelined with it and covers its writes.
+   */
+  waitReplicas(replicas: number, timeout: number): Promise<number>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
   createSubscriber(): Promise<SubscriberConnection>;
   /** Close the connection: only for clients latchkey created itself (`{ url }`); a borrowed client is left open. */

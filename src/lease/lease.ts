@@ -37,6 +37,11 @@ export class Lease implements AsyncDisposable {
   readonly fence: number;
   /** The TTL this lease was acquired with, in ms; `extend()` uses it by default. */
   readonly ttl: number;
+  /**
+   * With the manager's `replication` option: whether the asked number of replicas acknowledged
+   * the acquire (false only with `shortfall: 'accept'`). `undefined` without the option.
+   */
+  readonly replicated: boolean | undefined;
   readonly #token: string;
   readonly #keys: LockKeys;
   readonly #context: LeaseContext;
@@ -61,7 +66,17 @@ export class Lease implements AsyncDisposable {
   #releasing: Promise<void> | undefined;
 
   /** @internal Made by the manager; not for direct use. */
-  constructor(context: LeaseContext, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined) {
+  constructor(
+    context: LeaseContext,
+    keys: LockKeys,
+    token: string,
+    fence: number,
+    ttl: number,
+    sentAt: number,
+    renew: RenewOptions | undefined,
+    replicated?: boolean,
+  ) {
+    this.replicated = replicated;
     this.#context = context;
     this.#keys = keys;
     this.key = keys.name;

@@ -27,6 +27,38 @@ export async function runScript(
   }
 }
 
+/**
+ * Runs a script and, pipelined right behind it on the same connection, `WAIT replicas timeout`:
+ * one round trip plus the replication wait, not two round trips. Resolves to the script's reply
+ * and the number of replicas that acknowledged its writes.
+ */
+export async function runScriptReplicated(
+  client: ScriptClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly string[],
+  replicas: number,
+  timeout: number,
+): Promise<[unknown, number]> {
+  const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
+    const reply = send();
+    const acks = client.waitReplicas(replicas, timeout);
+    acks.catch(() => {}); // reported below, after the script's own error if it has one
+    return [await reply, await acks];
+  };
+  try {
+    try {
+      return await run(() => client.evalsha(script.sha, keys, args));
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return await run(() => client.eval(script.source, keys, args));
+    }
+  } catch (error) {
+    if (isWrongType(error)) throw new WrongTypeError(script.name, keys[0] ?? '', error);
+    throw new BackendError(script.name, describeCause(error), { cause: error });
+  }
+}
+
 function describeCause(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
