@@ -30,7 +30,7 @@ export interface RedisBackendOptions {
   /** A name for messages (a Redlock node's label). */
   readonly label?: string;
   /** Replica acknowledgement of every acquire (implies wake mode: no grant or hand-off escapes the WAIT). */
-  readonly replication?: Replication;
+  readonly replication?: Replication | undefined;
 }
 
 /** `WAIT replicas timeout` after each acquire; see {@link LocksOptions.replication}. */

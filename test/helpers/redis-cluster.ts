@@ -125,7 +125,7 @@ interface NodeLine {
   readonly port: number;
   readonly role: ClusterNodeRole;
   readonly masterId: string | undefined;
-  readonly failed: boolean;
+  readonly servesSlots: boolean;
 }
 
 function parseClusterNodes(text: string): NodeLine[] {
@@ -133,7 +133,7 @@ function parseClusterNodes(text: string): NodeLine[] {
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => {
-      const [id = '', address = '', flags = '', masterId = '-'] = line.split(' ');
+      const [id = '', address = '', flags = '', masterId = '-', , , , , ...slots] = line.split(' ');
       const port = Number(address.split('@')[0]?.split(':').pop());
       const flagList = flags.split(',');
       return {
@@ -141,7 +141,7 @@ function parseClusterNodes(text: string): NodeLine[] {
         port,
         role: flagList.includes('master') ? 'master' : 'replica',
         masterId: masterId === '-' ? undefined : masterId,
-        failed: flagList.includes('fail') || flagList.includes('fail?'),
+        servesSlots: slots.some((range) => /^\d/.test(range)),
       } satisfies NodeLine;
     });
 }
@@ -157,6 +157,7 @@ export class ClusterNode {
   #child: ChildProcess | undefined;
   #paused = false;
   #role: ClusterNodeRole = 'master';
+  #servesSlots = false;
   #id = '';
 
   /** @internal */
@@ -170,9 +171,18 @@ export class ClusterNode {
     return this.#child?.pid;
   }
 
-  /** Role as last seen by the harness (after start, failover and `refreshTopology()`). */
+  /**
+   * Role as last seen by the harness (after start, failover, `waitUntilHealthy()` and
+   * `refreshTopology()`). A killed master stays 'master' (Redis lists it as a failed master) even
+   * once its replica has taken its slots; see `servesSlots`.
+   */
   get role(): ClusterNodeRole {
     return this.#role;
+  }
+
+  /** Whether the cluster assigned slots to this node at the last topology read. */
+  get servesSlots(): boolean {
+    return this.#servesSlots;
   }
 
   /** Cluster node id (40 hex characters). */
@@ -235,9 +245,10 @@ export class ClusterNode {
   }
 
   /** @internal */
-  setTopology(id: string, role: ClusterNodeRole): void {
+  setTopology(id: string, role: ClusterNodeRole, servesSlots: boolean): void {
     this.#id = id;
     this.#role = role;
+    this.#servesSlots = servesSlots;
   }
 
   /** @internal */
@@ -335,8 +346,9 @@ export class RedisCluster {
     }
   }
 
+  /** Masters serving slots (a killed master whose slots moved to its replica is left out). */
   get masters(): ClusterNode[] {
-    return this.nodes.filter((n) => n.role === 'master');
+    return this.nodes.filter((n) => n.role === 'master' && n.servesSlots);
   }
 
   get replicas(): ClusterNode[] {
@@ -385,22 +397,24 @@ export class RedisCluster {
   async refreshTopology(): Promise<void> {
     const lines = parseClusterNodes(String(await this.#anyAnswering().call('CLUSTER', 'NODES')));
     const byId = new Map<string, ClusterNode>();
+    const linesByNode = new Map<ClusterNode, NodeLine>();
     this.#masterOf.clear();
     for (const line of lines) {
       const node = this.nodeByPort(line.port);
-      if (node) byId.set(line.id, node);
+      if (!node) continue;
+      byId.set(line.id, node);
+      linesByNode.set(node, line);
     }
-    for (const line of lines) {
-      const node = this.nodeByPort(line.port);
-      if (!node || node.answering) continue;
-      node.setTopology(line.id, line.role);
+    for (const [node, line] of linesByNode) {
+      if (node.answering) continue;
+      node.setTopology(line.id, line.role, line.servesSlots);
       const master = line.masterId === undefined ? undefined : byId.get(line.masterId);
       if (master && line.role === 'replica') this.#masterOf.set(node, master);
     }
     for (const node of this.nodes.filter((n) => n.answering)) {
       const id = String(await node.call('CLUSTER', 'MYID'));
       const [role, , masterPort] = (await node.call('ROLE')) as [string, string, number];
-      node.setTopology(id, role === 'master' ? 'master' : 'replica');
+      node.setTopology(id, role === 'master' ? 'master' : 'replica', linesByNode.get(node)?.servesSlots ?? false);
       const master = role === 'master' ? undefined : this.nodeByPort(Number(masterPort));
       if (master) this.#masterOf.set(node, master);
     }
