@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Backend, FencedValue, OwnershipReply } from './backend/backend.js';
+import type { Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend, type Replication } from './backend/redis-backend.js';
 import { redlockBackend } from './backend/redlock-backend.js';
@@ -200,9 +200,9 @@ class LockManager implements Locks {
   readonly #leaseContext: LeaseContext;
   readonly #tokens = new TokenSource();
   #nextWaiter = 0;
-  #inbox: Promise<() => Promise<void>> | undefined;
-  /** True once the inbox subscription is active: from then on no message to it is missed (but across a reconnect, which wakes everyone). */
-  #inboxListening = false;
+  #inbox: Promise<Inbox> | undefined;
+  /** The inbox once its connection is up: from then on no message to a lock it listens for is missed (but across a reconnect, which wakes everyone). */
+  #inboxReady: Inbox | undefined;
   #closed = false;
 
   constructor(backend: Backend, settings: Settings) {
@@ -276,7 +276,7 @@ class LockManager implements Locks {
     }
     await Promise.all([...this.#held].map((lease) => lease.release().catch(() => {})));
     const inbox = await this.#inbox?.catch(() => undefined);
-    await inbox?.();
+    await inbox?.close();
     await this.#backend.close();
   }
 
@@ -317,6 +317,7 @@ class LockManager implements Locks {
         inFlight: false,
         granted: undefined,
         woken: false,
+        joined: false,
         jitter: false,
         wake: undefined,
         timer: undefined,
@@ -423,6 +424,7 @@ class LockManager implements Locks {
   }
 
   #settle(state: KeyState, waiter: Waiter): void {
+    if (waiter.joined && waiter.state !== 'done') this.#inboxReady?.leave(waiter.keys);
     waiter.state = 'done';
     clearTimeout(waiter.timer);
     this.#active.delete(waiter.member);
@@ -467,7 +469,7 @@ class LockManager implements Locks {
       }
       // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
       // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
-      const inboxWasListening = this.#inboxListening;
+      const inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
       const sentAt = now();
       head.attempts++;
       head.inFlight = true;
@@ -490,12 +492,15 @@ class LockManager implements Locks {
       }
       const left = head.deadline - now();
       if (left <= 0) throw giveUp(keys.name, head, reply.acquired ? undefined : reply.outcome);
-      if (member !== undefined && !inboxWasListening) {
+      if (member !== undefined && !inboxWasListening && !head.joined) {
         // Without an inbox the head still wakes at the holder's TTL and at each recheck.
-        const inbox = await this.#listen().then(
-          () => true,
-          () => false,
-        );
+        head.joined = true;
+        const inbox = await this.#listen()
+          .then((opened) => opened.join(keys))
+          .then(
+            () => true,
+            () => false,
+          );
         if (inbox) continue; // the lock may have been passed to us before the inbox was listening
       }
       if (!head.woken && head.granted === undefined) {
@@ -509,7 +514,7 @@ class LockManager implements Locks {
   }
 
   /** Opens the manager's inbox once; later calls share it. */
-  #listen(): Promise<unknown> {
+  #listen(): Promise<Inbox> {
     if (!this.#inbox) {
       const opening = this.#backend.watchInbox(this.#id, (member, fence) => {
         if (member === undefined || fence === undefined) {
@@ -535,8 +540,8 @@ class LockManager implements Locks {
         waiter.wake?.();
       });
       opening.then(
-        () => {
-          if (this.#inbox === opening) this.#inboxListening = true;
+        (inbox) => {
+          if (this.#inbox === opening) this.#inboxReady = inbox;
         },
         () => {
           if (this.#inbox === opening) this.#inbox = undefined;

@@ -78,13 +78,33 @@ export interface Backend {
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
   fencedRead(resource: string): Promise<FencedValue | null>;
   /**
-   * Listens on a manager's inbox: `listener(member, fence)` is called when a release granted the
-   * lock to one of its waiters, and `listener(undefined)` after a reconnect (messages may have
-   * been lost). Resolves once listening; the returned function stops.
+   * Opens a manager's inbox: `listener(member, fence)` is called when a release granted the lock
+   * to one of its waiters (fence 0: only woke it), and `listener(undefined)` after a reconnect
+   * (messages may have been lost). Resolves once the connection is up.
    */
-  watchInbox(managerId: string, listener: (member?: string, fence?: number) => void): Promise<() => Promise<void>>;
+  watchInbox(managerId: string, listener: (member?: string, fence?: number) => void): Promise<Inbox>;
   /** Frees what the backend owns (subscriber connections, a client made from a URL). */
   close(): Promise<void>;
+}
+
+/**
+ * A manager's inbox. On one Redis and in memory it is one channel per manager, listening from
+ * the start; on Redis Cluster it is one sharded channel per lock (in the lock's slot, so that
+ * the release script can publish to it and count its listeners), joined while the manager has a
+ * waiter queued for that lock.
+ */
+export interface Inbox {
+  /** True when a grant for this lock would reach the listener now. */
+  listening(keys: LockKeys): boolean;
+  /** Starts hearing grants for this lock (counted: as many leaves as joins); resolves once listening. */
+  join(keys: LockKeys): Promise<void>;
+  leave(keys: LockKeys): void;
+  close(): Promise<void>;
+}
+
+/** An inbox that hears every lock from the start (one channel per manager). */
+export function managerInbox(close: () => Promise<void>): Inbox {
+  return { listening: () => true, join: () => Promise.resolve(), leave: () => {}, close };
 }
 
 /** How long a fence counter outlives the lease (ms). After that, the server clock alone keeps fences increasing. */

@@ -1,32 +1,95 @@
 import type { ScriptClient, SubscriberConnection } from '../client/script-client.js';
 import { BackendError } from '../errors.js';
-import { parseGrant } from './backend.js';
+import type { LockKeys } from '../keys.js';
+import { managerInbox, parseGrant, type Inbox } from './backend.js';
 
-/**
- * A manager's inbox on Redis: one subscriber connection (a duplicate of the user's client, made
- * on first use) listening on one channel, whatever the number of locks the process waits for.
- * A release that grants a lock to one of the manager's waiters publishes `"<waiter> <fence>"`
- * there, so only that waiter wakes, and it needs no round trip to learn it holds the lock.
- */
-export async function openInbox(
-  client: ScriptClient,
-  channel: string,
-  listener: (member?: string, fence?: number) => void,
-): Promise<() => Promise<void>> {
+type GrantListener = (member?: string, fence?: number) => void;
+
+/** The channel a release publishes a grant on, given the channel prefix the script is passed. */
+export function lockInboxPrefix(keys: LockKeys): string {
+  return `${keys.lock}:inbox:`;
+}
+
+async function subscriber(client: ScriptClient, listener: GrantListener, accept: (channel: string) => boolean): Promise<SubscriberConnection> {
   let connection: SubscriberConnection | undefined;
   try {
     connection = await client.createSubscriber();
     connection.onMessage((from, message) => {
-      const grant = from === channel ? parseGrant(message) : undefined;
+      const grant = accept(from) ? parseGrant(message) : undefined;
       if (grant) listener(grant.member, grant.fence);
     });
     // Messages published while the connection was down are lost: every waiter looks again.
     connection.onReconnect(() => listener());
-    await connection.subscribe(channel);
+    return connection;
   } catch (error) {
     await connection?.close().catch(() => {});
-    throw new BackendError('subscribe', error instanceof Error ? error.message : String(error), { cause: error });
+    throw subscribeError(error);
   }
-  const open = connection;
-  return () => open.close();
+}
+
+function subscribeError(error: unknown): BackendError {
+  return new BackendError('subscribe', error instanceof Error ? error.message : String(error), { cause: error });
+}
+
+/**
+ * A manager's inbox on one Redis: one subscriber connection (a duplicate of the user's client,
+ * made on first use) listening on one channel, whatever the number of locks the process waits
+ * for. A release that grants a lock to one of the manager's waiters publishes `"<waiter> <fence>"`
+ * there, so only that waiter wakes, and it needs no round trip to learn it holds the lock.
+ */
+export async function openInbox(client: ScriptClient, channel: string, listener: GrantListener): Promise<Inbox> {
+  const connection = await subscriber(client, listener, (from) => from === channel);
+  try {
+    await connection.subscribe(channel);
+  } catch (error) {
+    await connection.close().catch(() => {});
+    throw subscribeError(error);
+  }
+  return managerInbox(() => connection.close());
+}
+
+/**
+ * A manager's inbox on Redis Cluster: one sharded channel per lock, `<lock key>:inbox:<manager>`,
+ * in the lock's slot, so the release script may SPUBLISH to it and SPUBLISH counts the listeners
+ * on that shard (a classic PUBLISH counts only the listeners connected to the node that ran it).
+ * The manager joins a lock's channel while it has a waiter queued for it.
+ */
+export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener): Promise<Inbox> {
+  const suffix = `:inbox:${managerId}`;
+  const connection = await subscriber(client, listener, (from) => from.endsWith(suffix));
+  /** Per channel: how many waiters joined, and the subscription (resolved once listening). */
+  const channels = new Map<string, { count: number; subscribed: Promise<void>; ready: boolean }>();
+  const channelOf = (keys: LockKeys): string => lockInboxPrefix(keys) + managerId;
+  return {
+    listening: (keys) => channels.get(channelOf(keys))?.ready === true,
+    join(keys) {
+      const channel = channelOf(keys);
+      const existing = channels.get(channel);
+      if (existing) {
+        existing.count++;
+        return existing.subscribed;
+      }
+      const entry = { count: 1, subscribed: Promise.resolve(), ready: false };
+      entry.subscribed = connection.subscribe(channel).then(
+        () => {
+          entry.ready = true;
+        },
+        (error: unknown) => {
+          if (channels.get(channel) === entry) channels.delete(channel);
+          throw subscribeError(error);
+        },
+      );
+      channels.set(channel, entry);
+      return entry.subscribed;
+    },
+    leave(keys) {
+      const channel = channelOf(keys);
+      const entry = channels.get(channel);
+      if (!entry || --entry.count > 0) return;
+      channels.delete(channel);
+      // Commands on one connection run in order: a later join's subscribe follows this.
+      entry.subscribed.then(() => connection.unsubscribe(channel)).catch(() => {});
+    },
+    close: () => connection.close(),
+  };
 }

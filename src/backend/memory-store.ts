@@ -8,6 +8,7 @@ import type {
   QueueEntry,
   ReleaseReply,
 } from './backend.js';
+import { managerInbox } from './backend.js';
 import { now } from '../clock.js';
 
 interface Entry {
@@ -190,7 +191,7 @@ export function memoryBackend(store: MemoryStore): Backend {
     fencedRead: async (resource) => store.fencedRead(resource),
     watchInbox: async (managerId, listener) => {
       const stop = store.watchInbox(managerId, listener);
-      return async () => stop();
+      return managerInbox(async () => stop());
     },
     close: async () => {},
   };

@@ -12,7 +12,7 @@ import {
   releaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
-import { openInbox } from './inbox.js';
+import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
 
@@ -88,18 +88,20 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return { acquired: true, fence: value, replicated };
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
+      const client = ready ?? (await connect());
       const reply = await runScript(
-        ready ?? (await connect()),
+        client,
         releaseScript,
         [keys.lock, keys.fence, keys.queue, keys.alive],
         [
           token,
-          inboxes,
+          client.cluster ? lockInboxPrefix(keys) : inboxes,
           String(handOff?.ttl ?? 0),
           handOff?.token ?? '',
           handOff?.passOn ? '1' : '0',
           RETENTION,
           wake ? '1' : '0',
+          client.cluster ? '1' : '0',
         ],
       );
       const [status, fence] = asPair(reply, releaseScript);
@@ -131,11 +133,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
     },
     async watchInbox(managerId, listener) {
-      const close = await openInbox(ready ?? (await connect()), inboxes + managerId, listener);
+      const client = ready ?? (await connect());
+      const inbox = client.cluster ? await openLockInbox(client, managerId, listener) : await openInbox(client, inboxes + managerId, listener);
+      const close = (): Promise<void> => inbox.close();
       closers.add(close);
-      return async () => {
-        closers.delete(close);
-        await close();
+      return {
+        ...inbox,
+        close: async () => {
+          closers.delete(close);
+          await close();
+        },
       };
     },
     async close() {

@@ -193,11 +193,20 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
     async watchInbox(managerId, listener) {
       const opened = await Promise.allSettled(nodes.map((node) => node.watchInbox(managerId, listener)));
-      const closers = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-      if (closers.length === 0) throw (opened[0] as PromiseRejectedResult).reason;
+      const inboxes = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      if (inboxes.length === 0) throw (opened[0] as PromiseRejectedResult).reason;
       // Nodes whose subscription failed: their releases are not heard; waiters still wake at the holder's TTL and each recheck.
-      return async () => {
-        await Promise.all(closers.map((close) => close().catch(() => {})));
+      return {
+        listening: (keys) => inboxes.every((inbox) => inbox.listening(keys)),
+        join: async (keys) => {
+          await Promise.all(inboxes.map((inbox) => inbox.join(keys)));
+        },
+        leave: (keys) => {
+          for (const inbox of inboxes) inbox.leave(keys);
+        },
+        close: async () => {
+          await Promise.all(inboxes.map((inbox) => inbox.close().catch(() => {})));
+        },
       };
     },
 

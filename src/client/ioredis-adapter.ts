@@ -13,6 +13,10 @@ export interface IoredisLike {
   on(event: string, listener: (...args: never[]) => void): unknown;
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;
+  ssubscribe(...channels: string[]): Promise<unknown>;
+  sunsubscribe(...channels: string[]): Promise<unknown>;
+  /** True on an ioredis `Cluster`. */
+  isCluster?: boolean;
 }
 
 
@@ -28,12 +32,19 @@ export function isIoredis(client: unknown): client is IoredisLike {
 }
 
 export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClient {
+  const cluster = client.isCluster === true;
   return {
     driver: 'ioredis',
+    cluster,
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
-    createSubscriber: async () => ioredisSubscriber(client.duplicate()),
+    // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
+    // one random node and hangs for channels of other shards); the duplicate gets it.
+    createSubscriber: async () =>
+      cluster
+        ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true)
+        : ioredisSubscriber(client.duplicate(), false),
     close: async () => {
       if (!owned) return;
       try {
@@ -45,7 +56,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
   };
 }
 
-async function ioredisSubscriber(sub: IoredisLike): Promise<SubscriberConnection> {
+async function ioredisSubscriber(sub: IoredisLike, sharded: boolean): Promise<SubscriberConnection> {
   // A subscriber we own: its errors are reported through reconnects, never as an unhandled 'error' event.
   sub.on('error', () => {});
   let connectedOnce = false;
@@ -56,13 +67,13 @@ async function ioredisSubscriber(sub: IoredisLike): Promise<SubscriberConnection
   });
   return {
     subscribe: async (channel) => {
-      await sub.subscribe(channel);
+      await (sharded ? sub.ssubscribe(channel) : sub.subscribe(channel));
     },
     unsubscribe: async (channel) => {
-      await sub.unsubscribe(channel);
+      await (sharded ? sub.sunsubscribe(channel) : sub.unsubscribe(channel));
     },
     onMessage: (listener) => {
-      sub.on('message', ((channel: string, message: string) => listener(channel, message)) as (...args: never[]) => void);
+      sub.on(sharded ? 'smessage' : 'message', ((channel: string, message: string) => listener(channel, message)) as (...args: never[]) => void);
     },
     onReconnect: (listener) => {
       reconnectListeners.push(listener);

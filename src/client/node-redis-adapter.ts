@@ -19,6 +19,10 @@ export interface NodeRedisLike {
   on(event: string, listener: (...args: never[]) => void): unknown;
   subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
   unsubscribe(channel: string): Promise<unknown>;
+  sSubscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
+  sUnsubscribe(channel: string): Promise<unknown>;
+  /** Only on a cluster client (`createCluster`). */
+  getSlotMaster?: unknown;
 }
 
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
@@ -42,39 +46,50 @@ async function closeClient(client: NodeRedisLike): Promise<void> {
 }
 
 export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptClient {
+  const cluster = typeof client.getSlotMaster === 'function';
   return {
     driver: 'node-redis',
+    cluster,
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
-    createSubscriber: async () => nodeRedisSubscriber(client.duplicate()),
+    createSubscriber: async () => nodeRedisSubscriber(client.duplicate(), cluster),
     close: async () => {
       if (owned) await closeClient(client);
     },
   };
 }
 
-async function nodeRedisSubscriber(sub: NodeRedisLike): Promise<SubscriberConnection> {
+async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean): Promise<SubscriberConnection> {
   // A connection we own: an unhandled 'error' event would crash the process.
   sub.on('error', () => {});
   let connectedOnce = false;
   const reconnectListeners: Array<() => void> = [];
   const messageListeners: Array<(channel: string, message: string) => void> = [];
-  sub.on('ready', () => {
-    if (connectedOnce) for (const l of reconnectListeners) l();
-    connectedOnce = true;
+  const channels = new Set<string>();
+  sub.on(cluster ? 'node-ready' : 'ready', () => {
+    if (!connectedOnce) return;
+    for (const l of reconnectListeners) l();
+    // node-redis 5 does not move sharded subscriptions to a shard's new master after a failover
+    // (redis/node-redis#3311): subscribe again whenever a node (re)connects.
+    if (cluster) for (const channel of channels) sub.sSubscribe(channel, onMessage).catch(() => {});
   });
   await sub.connect();
+  connectedOnce = true;
   const onMessage = (message: string, channel: string): void => {
     for (const l of messageListeners) l(channel, message);
   };
   return {
     subscribe: async (channel) => {
-      await sub.subscribe(channel, onMessage);
+      if (!cluster) return void (await sub.subscribe(channel, onMessage));
+      channels.add(channel);
+      await sub.sSubscribe(channel, onMessage);
     },
     unsubscribe: async (channel) => {
-      await sub.unsubscribe(channel);
+      if (!cluster) return void (await sub.unsubscribe(channel));
+      channels.delete(channel);
+      await sub.sUnsubscribe(channel);
     },
     onMessage: (listener) => {
       messageListeners.push(listener);

@@ -5,6 +5,8 @@
 export interface ScriptClient {
   /** Which driver is underneath. */
   readonly driver: 'ioredis' | 'node-redis';
+  /** A Redis Cluster client: scripts are routed by their first key, waiters are told through sharded channels. */
+  readonly cluster: boolean;
   /** EVALSHA; rejects with the driver's error (its message starts with NOSCRIPT when the script is not cached). */
   evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
   /** EVAL with the full source. */
@@ -21,7 +23,7 @@ export interface ScriptClient {
   close(): Promise<void>;
 }
 
-/** A connection in subscriber mode, owned by latchkey. */
+/** A connection in subscriber mode, owned by latchkey. On a cluster client, channels are sharded channels (SSUBSCRIBE). */
 export interface SubscriberConnection {
   subscribe(channel: string): Promise<void>;
   unsubscribe(channel: string): Promise<void>;

@@ -26,6 +26,8 @@
   ARGV[5]  pass on     "1": grant to a live queued waiter, if any, rather than hand off
   ARGV[6]  retention   how long the fence counter outlives the lease, milliseconds
   ARGV[7]  wake        "1": wake mode (free, and tell the next live waiter), "0": grant mode
+  ARGV[8]  sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
+                       "<lock key>:inbox:", a channel in the lock's slot), "0": PUBLISH
 
   Returns
     { 1, 0}      released (granted to a queued waiter of another manager, or freed)
@@ -37,6 +39,8 @@
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local newToken = ARGV[4]
+-- How many listeners got the message: SPUBLISH counts those on this shard, where the inbox is.
+local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
 
 local current = redis.call('GET', lockKey)
 if current ~= ARGV[1] then
@@ -69,7 +73,7 @@ if ARGV[7] == '1' then
     local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     local deadline = string.match(entry or '', '^(%d+) ')
     local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
-    if deadline and tonumber(deadline) > nowMs and redis.call('PUBLISH', inbox, head .. ' 0') > 0 then
+    if deadline and tonumber(deadline) > nowMs and redis.call(publish, inbox, head .. ' 0') > 0 then
       break
     end
     -- Expired, or nobody listens on its inbox (its process is gone): drop it.
@@ -93,7 +97,7 @@ if newToken == '' or ARGV[5] == '1' then
     if deadline and tonumber(deadline) > nowMs then
       local fence = grant(token, ttl)
       local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
-      if redis.call('PUBLISH', inbox, head .. ' ' .. fence) > 0 then
+      if redis.call(publish, inbox, head .. ' ' .. fence) > 0 then
         return {1, 0}
       end
       -- Nobody listens on its inbox: its process is gone. Try the next waiter.

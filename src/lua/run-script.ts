@@ -14,6 +14,7 @@ export async function runScript(
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
+  checkArity(script, keys, args);
   try {
     try {
       return await client.evalsha(script.sha, keys, args);
@@ -40,6 +41,7 @@ export async function runScriptReplicated(
   replicas: number,
   timeout: number,
 ): Promise<[unknown, number]> {
+  checkArity(script, keys, args);
   const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
     const reply = send();
     const acks = client.waitReplicas(replicas, timeout);
@@ -56,6 +58,16 @@ export async function runScriptReplicated(
   } catch (error) {
     if (isWrongType(error)) throw new WrongTypeError(script.name, keys[0] ?? '', error);
     throw new BackendError(script.name, describeCause(error), { cause: error });
+  }
+}
+
+/** A call must pass exactly the keys and arguments the script's contract header declares. */
+function checkArity(script: LuaScript, keys: readonly string[], args: readonly string[]): void {
+  if (keys.length !== script.numberOfKeys || args.length !== script.numberOfArgs) {
+    throw new BackendError(
+      script.name,
+      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${script.numberOfKeys} and ${script.numberOfArgs} (a latchkey bug: please report it)`,
+    );
   }
 }
 

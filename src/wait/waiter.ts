@@ -32,6 +32,8 @@ export interface Waiter {
   granted: number | undefined;
   /** Set by an inbox message that arrived while it was not sleeping. */
   woken: boolean;
+  /** True once it asked the manager's inbox to listen for this lock (left again when it settles). */
+  joined: boolean;
   /** True during a Redlock split-vote back-off: only a stop ends it early, not a wake-up message. */
   jitter: boolean;
   /** Ends the current sleep early, while it sleeps. */

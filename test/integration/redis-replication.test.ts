@@ -68,7 +68,8 @@ describe('replica acknowledgement', () => {
   it('hands out a lease once the replica has the key', async () => {
     const pair = await startPair();
     const prefix = uniquePrefix();
-    const locks = managerOn(pair.primary, { prefix, replication: { replicas: 1 } });
+    // A generous timeout: the test files run in parallel on a busy machine.
+    const locks = managerOn(pair.primary, { prefix, replication: { replicas: 1, timeout: 2000 } });
     const lease = await locks.acquire('acked', { ttl: 10_000 });
     expect(lease.replicated).toBe(true);
     // Acknowledged means the replica has it now, not eventually.
@@ -117,7 +118,7 @@ describe('replica acknowledgement', () => {
   it('with it, every lease handed out survives the failover, and the one the replica missed was never handed out', async () => {
     const pair = await startPair();
     const prefix = uniquePrefix();
-    const locks = managerOn(pair.primary, { prefix, replication: { replicas: 1, timeout: 100 } });
+    const locks = managerOn(pair.primary, { prefix, replication: { replicas: 1, timeout: 1000 } });
     const held = await locks.acquire('kept', { ttl: 30_000 });
     await promoteReplica(pair);
     await expect(locks.acquire('missed', { ttl: 30_000 })).rejects.toBeInstanceOf(ReplicationError);
