@@ -470,10 +470,13 @@ class LockManager implements Locks {
       // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
       // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
       const inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
+      // Queue in the backend only once a grant can be heard: a release takes a queued waiter
+      // whose inbox has no listener for a dead one, and passes it over.
+      const queueAs = inboxWasListening || head.joined ? member : undefined;
       const sentAt = now();
       head.attempts++;
       head.inFlight = true;
-      const reply = await this.#attempt(keys, token, ttl, member).finally(() => (head.inFlight = false));
+      const reply = await this.#attempt(keys, token, ttl, queueAs).finally(() => (head.inFlight = false));
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {

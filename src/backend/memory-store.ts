@@ -117,6 +117,11 @@ export class MemoryStore {
     return this.#live(key, now())?.token === token;
   }
 
+  /** How many waiters are queued for a lock (for status views and tests). */
+  queueLength(key: string): number {
+    return this.#queues.get(key)?.size ?? 0;
+  }
+
   /** Deletes a lock whoever holds it (an operator's escape hatch, and tests that lose leases on purpose). */
   forceRelease(key: string): boolean {
     const existed = this.#live(key, now()) !== undefined;

@@ -52,6 +52,17 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
   afterAll(async () => {
     await h.close();
   });
+  /**
+   * Resolves once `count` waiters are queued for the lock in the backend. Polls: a waiter's
+   * queueing happens inside the backend, and no event of the public API announces it.
+   */
+  const queued = async (name: string, count = 1): Promise<void> => {
+    const end = performance.now() + 5000;
+    while ((await h.queued(prefix, name)) < count) {
+      if (performance.now() > end) throw new Error(`no ${count} waiter(s) queued for "${name}" within 5 s`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  };
   // A fresh prefix per test keeps tests apart without flushing anything.
   const fresh = (): void => {
     prefix = uniquePrefix();
@@ -190,7 +201,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
         const [a, b] = [locks({ strategy }), locks({ strategy })];
         const holder = await a.acquire('w', { ttl: 10_000 });
         const waiting = b.acquire('w', { wait: 10_000 });
-        await new Promise((r) => setTimeout(r, 30)); // let the waiter fail once and start waiting
+        if (strategy === 'notify') await queued('w'); // it failed once and waits (backoff leaves no trace)
         await holder.release();
         const next = await waiting;
         expect(next.fence).toBeGreaterThan(holder.fence);
@@ -467,12 +478,11 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
         })(),
       );
       const otherTurn = (async () => {
-        await new Promise((r) => setTimeout(r, 20)); // queued behind the busy manager's callers
         const lease = await other.acquire('turns', { ttl: 10_000, wait: 20_000 });
         servedBeforeOther = busyServed;
         await lease.release();
       })();
-      await new Promise((r) => setTimeout(r, 40));
+      await queued('turns'); // the other manager's waiter (the busy manager's wait in memory behind its own lease)
       await first.release();
       await Promise.all([...loops, otherTurn]);
       expect(busyServed).toBe(24);
@@ -512,7 +522,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       const [a, b] = [locks(), locks({ recheck: 60_000 })];
       const holder = await a.acquire('pass', { ttl: 60_000 });
       const waiting = b.acquire('pass', { wait: 10_000 });
-      await new Promise((r) => setTimeout(r, 30));
+      await queued('pass');
       const released = performance.now();
       await holder.release();
       const lease = await waiting;
@@ -526,7 +536,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       const [a, b] = [locks(), locks()];
       const holder = await a.acquire('barge', { ttl: 60_000 });
       const waiting = b.acquire('barge', { wait: 10_000 });
-      await new Promise((r) => setTimeout(r, 30));
+      await queued('barge');
       await holder.release();
       expect(await a.tryAcquire('barge')).toBeNull();
       await (await waiting).release();
@@ -540,7 +550,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       const held = await a.acquire('closing', { ttl: 10_000 });
       const mine = await b.acquire('mine', { ttl: 10_000 });
       const waiting = b.acquire('closing', { wait: 60_000 }).catch((e: unknown) => e);
-      await new Promise((r) => setTimeout(r, 20));
+      await queued('closing');
       await b.close();
       expect(await waiting).toBeInstanceOf(LockAbortedError);
       expect(mine.state).toBe('released');

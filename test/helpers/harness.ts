@@ -3,11 +3,12 @@
  * ioredis, through node-redis, and on the in-memory store.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
+import type { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
 
 export type LocksSettings = Omit<LocksOptions, 'redis' | 'url' | 'memory'>;
@@ -19,6 +20,8 @@ export interface BackendHarness {
   locks(settings?: LocksSettings): Locks;
   /** Deletes a lock key behind its holder's back. */
   forceDelete(prefix: string, name: string): Promise<void>;
+  /** How many waiters are queued for the lock in the backend (on any node, for Redlock). */
+  queued(prefix: string, name: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -37,6 +40,7 @@ export function memoryHarness(): BackendHarness {
     forceDelete: async (prefix, name) => {
       store.forceRelease(lockKeys(prefix, name).lock);
     },
+    queued: async (prefix, name) => store.queueLength(lockKeys(prefix, name).lock),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
     },
@@ -67,6 +71,7 @@ function redisHarness(
     forceDelete: async (prefix, lock) => {
       await raw.del(lockKeys(prefix, lock).lock);
     },
+    queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       await closeClients();
@@ -146,9 +151,66 @@ export function redlockHarness(servers: readonly RedisServer[]): BackendHarness 
     forceDelete: async (prefix, lock) => {
       await Promise.all(raws.map((raw) => raw.del(lockKeys(prefix, lock).lock)));
     },
+    queued: async (prefix, lock) => Math.max(...(await Promise.all(raws.map((raw) => raw.zcard(lockKeys(prefix, lock).queue))))),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       for (const c of [...clients, ...raws]) c.disconnect();
+    },
+  };
+}
+
+/** Redis Cluster through ioredis `Cluster`: one client per manager. */
+export function ioredisClusterHarness(cluster: RedisCluster): BackendHarness {
+  const raw = new Cluster(cluster.startupNodes);
+  raw.on('error', () => {});
+  const made: Locks[] = [];
+  const clients: Cluster[] = [];
+  return {
+    name: 'redis cluster via ioredis',
+    locks: (settings) => {
+      const client = new Cluster(cluster.startupNodes);
+      client.on('error', () => {});
+      clients.push(client);
+      const locks = createLocks({ ...settings, redis: client });
+      made.push(locks);
+      return locks;
+    },
+    forceDelete: async (prefix, lock) => {
+      await raw.del(lockKeys(prefix, lock).lock);
+    },
+    queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
+    close: async () => {
+      await Promise.all(made.map((l) => l.close()));
+      for (const c of [...clients, raw]) c.disconnect();
+    },
+  };
+}
+
+/** Redis Cluster through node-redis `createCluster`: a small pool of connected clients, shared by the managers. */
+export async function nodeRedisClusterHarness(cluster: RedisCluster): Promise<BackendHarness> {
+  const pool = await Promise.all(
+    Array.from({ length: 3 }, async () => {
+      const client = createCluster({ rootNodes: cluster.rootNodes });
+      client.on('error', () => {});
+      await client.connect();
+      return client;
+    }),
+  );
+  const made: Locks[] = [];
+  return {
+    name: 'redis cluster via node-redis',
+    locks: (settings) => {
+      const locks = createLocks({ ...settings, redis: pool[made.length % pool.length] });
+      made.push(locks);
+      return locks;
+    },
+    forceDelete: async (prefix, lock) => {
+      await pool[0]!.del(lockKeys(prefix, lock).lock);
+    },
+    queued: (prefix, lock) => pool[0]!.zCard(lockKeys(prefix, lock).queue),
+    close: async () => {
+      await Promise.all(made.map((l) => l.close()));
+      await Promise.all(pool.map((c) => c.close()));
     },
   };
 }
