@@ -498,17 +498,25 @@ class LockManager implements Locks {
       if (member !== undefined && !inboxWasListening && !head.joined) {
         // Without an inbox the head still wakes at the holder's TTL and at each recheck.
         head.joined = true;
-        const inbox = await this.#listen()
-          .then((opened) => opened.join(keys))
-          .then(
+        const joining = this.#listen().then((opened) => opened.join(keys));
+        // Bounded by the deadline (and a stop): a hung server may never confirm a subscription.
+        const inbox = await Promise.race([
+          joining.then(
             () => true,
             () => false,
-          );
+          ),
+          sleep(left, (wake) => (head.wake = wake)).then(() => false),
+        ]);
+        head.wake?.();
+        head.wake = undefined;
         if (inbox) continue; // the lock may have been passed to us before the inbox was listening
+        throwIfStopped(head);
       }
+      const remaining = head.deadline - now();
+      if (remaining <= 0) throw giveUp(keys.name, head, reply.acquired ? undefined : reply.outcome);
       if (!head.woken && head.granted === undefined) {
         const holderTtl = reply.acquired ? 0 : reply.ttl;
-        const delay = Math.min(nextDelay(head.strategy, head.attempts - 1, holderTtl, this.#settings.tuning), left);
+        const delay = Math.min(nextDelay(head.strategy, head.attempts - 1, holderTtl, this.#settings.tuning), remaining);
         await sleep(delay, (wake) => (head.wake = wake));
         head.wake = undefined;
       }

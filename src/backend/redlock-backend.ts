@@ -1,6 +1,6 @@
 import { QuorumError, UnsupportedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
-import type { AcquireReply, Backend, OwnershipReply, ReleaseReply } from './backend.js';
+import type { AcquireReply, Backend, Inbox, OwnershipReply, ReleaseReply } from './backend.js';
 import { quorumOf, tally, undecided, type NodeVote, type QuorumOutcome } from './quorum.js';
 import type { RedisBackend } from './redis-backend.js';
 
@@ -18,6 +18,20 @@ class NodeTimeoutError extends Error {
     this.name = 'NodeTimeoutError';
   }
 }
+
+/** A node with a request unanswered past its timeout: not waited for again until it answers. */
+class NodeHungError extends Error {
+  constructor(since: number) {
+    super(`not answering (a request has waited ${Math.round(performance.now() - since)} ms)`);
+    this.name = 'NodeHungError';
+  }
+}
+
+/** Longest wait for one node's subscription when the inbox opens, ms (a hung node never completes it). */
+const INBOX_WAIT = 1000;
+
+/** How often a hung node is asked again although its earlier request is still unanswered, ms. */
+const PROBE_EVERY = 1000;
 
 /** Longest split-vote back-off, ms: contenders that split the nodes between them retry at random times in [0, this]. */
 const SPLIT_JITTER = 20;
@@ -46,29 +60,58 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     settings.nodeTimeout ?? Math.max(10, Math.min(100, Math.floor(ttl / 10)));
 
   /**
-   * Calls every node; each answer that does not come within `ms` counts as an error. `late` sees
-   * values that arrive after their timeout (an acquire that went through after all).
+   * Per node: since when a request has been unanswered past its timeout (a hung server, a
+   * black-holed connection). Such a node is waited for once per hang, not once per call: until
+   * it answers, acquires and extends skip it and releases are sent without waiting for it.
    */
-  function each<T>(ms: number, call: (node: RedisBackend) => Promise<T>, late?: (index: number, value: T) => void): Promise<Answer<T>[]> {
+  const hungSince: (number | undefined)[] = nodes.map(() => undefined);
+  /** When a hung node was last sent a request anyway (a probe, once a second, for a connection that never errors). */
+  const probedAt: number[] = nodes.map(() => 0);
+
+  /**
+   * Calls every node; each answer that does not come within `ms` counts as an error. `late` sees
+   * values that arrive after their timeout (an acquire that went through after all). `hung`:
+   * what to do with a hung node: `skip` it (an error vote at once, nothing sent), or `send` the
+   * command without waiting for it (releases, which must reach every node when it wakes).
+   */
+  function each<T>(
+    ms: number,
+    hung: 'skip' | 'send',
+    call: (node: RedisBackend) => Promise<T>,
+    late?: (index: number, value: T) => void,
+  ): Promise<Answer<T>[]> {
     return Promise.all(
       nodes.map(
         (node, index) =>
           new Promise<Answer<T>>((resolve) => {
+            const since = hungSince[index];
+            const t = performance.now();
+            if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
+              resolve({ ok: false, error: new NodeHungError(since) });
+              if (hung === 'send') call(node).catch(() => {});
+              return;
+            }
+            if (since !== undefined) probedAt[index] = t;
             let done = false;
             const timer = setTimeout(() => {
               done = true;
+              hungSince[index] ??= performance.now() - ms;
               resolve({ ok: false, error: new NodeTimeoutError(ms) });
             }, ms);
             timer.unref(); // a guard on a request in flight, which holds the process open by itself
+            const settle = (): void => {
+              clearTimeout(timer);
+              hungSince[index] = undefined; // it answers again
+            };
             call(node).then(
               (value) => {
-                clearTimeout(timer);
+                settle();
                 if (done) late?.(index, value);
                 else resolve({ ok: true, value });
                 done = true;
               },
               (error: unknown) => {
-                clearTimeout(timer);
+                settle();
                 if (!done) resolve({ ok: false, error: error instanceof Error ? error : new Error(String(error)) });
                 done = true;
               },
@@ -125,6 +168,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       let kept = false;
       const answers = await each(
         timeoutFor(ttl),
+        'skip',
         (node) => node.acquire(keys, token, ttl, queue),
         (index, reply) => {
           // Went through after its timeout: give it back unless the lease was won.
@@ -158,18 +202,18 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     },
 
     async release(keys, token): Promise<ReleaseReply> {
-      return decide(keys, 'release', await each(timeoutFor(1000), (node) => node.release(keys, token)));
+      return decide(keys, 'release', await each(timeoutFor(1000), 'send', (node) => node.release(keys, token)));
     },
 
     async extend(keys, token, ttl): Promise<OwnershipReply> {
-      const reply = decide(keys, 'extend', await each(timeoutFor(ttl), (node) => node.extend(keys, token, ttl)));
+      const reply = decide(keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl)));
       // Lost on the majority: what is left on the minority is given back at once, not left to expire.
       if (reply !== 'ok') releaseEverywhere(keys, token);
       return reply;
     },
 
     async leave(keys, member, token): Promise<boolean> {
-      const answers = await each(timeoutFor(1000), (node) => node.leave(keys, member, token));
+      const answers = await each(timeoutFor(1000), 'send', (node) => node.leave(keys, member, token));
       // A node that still holds our token (an acquire that went through late): the caller releases it.
       return answers.some((a) => !a.ok || a.value);
     },
@@ -192,9 +236,21 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     },
 
     async watchInbox(managerId, listener) {
-      const opened = await Promise.allSettled(nodes.map((node) => node.watchInbox(managerId, listener)));
-      const inboxes = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-      if (inboxes.length === 0) throw (opened[0] as PromiseRejectedResult).reason;
+      // A hung node never completes its subscription: wait for each a bounded time, and add the
+      // late ones when they come (or close them, if the inbox was closed meanwhile).
+      const inboxes: Inbox[] = [];
+      let closed = false;
+      const opening = nodes.map((node) =>
+        node.watchInbox(managerId, listener).then((inbox) => {
+          if (closed) void inbox.close().catch(() => {});
+          else inboxes.push(inbox);
+        }),
+      );
+      const opened = await Promise.allSettled(opening.map((o) => withTimeout(o, INBOX_WAIT)));
+      if (inboxes.length === 0) {
+        closed = true;
+        throw (opened.find((o) => o.status === 'rejected') as PromiseRejectedResult).reason;
+      }
       // Nodes whose subscription failed: their releases are not heard; waiters still wake at the holder's TTL and each recheck.
       return {
         listening: (keys) => inboxes.every((inbox) => inbox.listening(keys)),
@@ -205,6 +261,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           for (const inbox of inboxes) inbox.leave(keys);
         },
         close: async () => {
+          closed = true;
           await Promise.all(inboxes.map((inbox) => inbox.close().catch(() => {})));
         },
       };
