@@ -56,10 +56,18 @@ export async function startRedisServer({ bin = process.env.REDIS_SERVER ?? 'redi
         url: `redis://127.0.0.1:${port}`,
         async stop() {
           if (child.exitCode === null && child.signalCode === null) {
+            process.kill(child.pid, 'SIGCONT');
             process.kill(child.pid, 'SIGTERM');
             await Promise.race([exited, sleep(3000)]);
             if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGKILL');
           }
+        },
+        /** SIGSTOP: the server hangs; connections stay open and nothing is answered. */
+        pause() {
+          if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGSTOP');
+        },
+        resume() {
+          if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGCONT');
         },
         killSync() {
           if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGKILL');

@@ -19,6 +19,14 @@ class NodeTimeoutError extends Error {
   }
 }
 
+/** A node that had not answered when a majority already had. */
+class NodePendingError extends Error {
+  constructor() {
+    super('no reply yet (a majority had answered)');
+    this.name = 'NodePendingError';
+  }
+}
+
 /** A node with a request unanswered past its timeout: not waited for again until it answers. */
 class NodeHungError extends Error {
   constructor(since: number) {
@@ -69,59 +77,87 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   const probedAt: number[] = nodes.map(() => 0);
 
   /**
-   * Calls every node; each answer that does not come within `ms` counts as an error. `late` sees
-   * values that arrive after their timeout (an acquire that went through after all). `hung`:
-   * what to do with a hung node: `skip` it (an error vote at once, nothing sent), or `send` the
-   * command without waiting for it (releases, which must reach every node when it wakes).
+   * Calls every node, with one timer for all of them: an answer that does not come within `ms`
+   * counts as an error, and its node is marked hung. Resolves as soon as `quorum` nodes answered
+   * `isFor` (the stragglers' answers do not change the outcome, and the slowest node does not set
+   * the latency), or when every node answered, or at the timeout. A node that has not answered is
+   * `pending` in the result. `late` sees values that arrive after the result (an acquire that went
+   * through after all). `hung`: what to do with a hung node: `skip` it (an error vote at once,
+   * nothing sent), or `send` the command without waiting for it (releases, which must reach every
+   * node when it wakes).
    */
   function each<T>(
     ms: number,
     hung: 'skip' | 'send',
     call: (node: RedisBackend) => Promise<T>,
+    isFor: (value: T) => boolean,
     late?: (index: number, value: T) => void,
   ): Promise<Answer<T>[]> {
-    return Promise.all(
-      nodes.map(
-        (node, index) =>
-          new Promise<Answer<T>>((resolve) => {
-            const since = hungSince[index];
-            const t = performance.now();
-            if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
-              resolve({ ok: false, error: new NodeHungError(since) });
-              if (hung === 'send') call(node).catch(() => {});
-              return;
-            }
-            if (since !== undefined) probedAt[index] = t;
-            let done = false;
-            const timer = setTimeout(() => {
-              done = true;
-              hungSince[index] ??= performance.now() - ms;
-              resolve({ ok: false, error: new NodeTimeoutError(ms) });
-            }, ms);
-            timer.unref(); // a guard on a request in flight, which holds the process open by itself
-            const settle = (): void => {
-              clearTimeout(timer);
-              hungSince[index] = undefined; // it answers again
-            };
-            call(node).then(
-              (value) => {
-                settle();
-                if (done) late?.(index, value);
-                else resolve({ ok: true, value });
-                done = true;
-              },
-              (error: unknown) => {
-                settle();
-                if (!done) resolve({ ok: false, error: error instanceof Error ? error : new Error(String(error)) });
-                done = true;
-              },
-            );
-          }),
-      ),
-    );
+    return new Promise<Answer<T>[]>((resolve) => {
+      const answers: (Answer<T> | undefined)[] = nodes.map(() => undefined);
+      let open = nodes.length;
+      let votesFor = 0;
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(answers.map((a) => a ?? { ok: false, error: new NodePendingError() }));
+      };
+      const answer = (index: number, a: Answer<T>): void => {
+        answers[index] = a;
+        open--;
+        if (a.ok && isFor(a.value)) votesFor++;
+        if (votesFor >= quorum || open === 0) finish();
+      };
+      const timer = setTimeout(() => {
+        const t = performance.now();
+        answers.forEach((a, index) => {
+          if (a) return;
+          hungSince[index] ??= t - ms;
+          answers[index] = { ok: false, error: new NodeTimeoutError(ms) };
+        });
+        finish();
+      }, ms);
+      timer.unref(); // a guard on requests in flight, which hold the process open by themselves
+      const t = performance.now();
+      nodes.forEach((node, index) => {
+        const since = hungSince[index];
+        if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
+          if (hung === 'send') call(node).catch(() => {});
+          answer(index, { ok: false, error: new NodeHungError(since) });
+          return;
+        }
+        if (since !== undefined) probedAt[index] = t;
+        call(node).then(
+          (value) => {
+            hungSince[index] = undefined; // it answers again
+            if (done) late?.(index, value);
+            else answer(index, { ok: true, value });
+          },
+          (error: unknown) => {
+            hungSince[index] = undefined;
+            if (!done) answer(index, { ok: false, error: error instanceof Error ? error : new Error(String(error)) });
+          },
+        );
+      });
+    });
   }
 
+  /**
+   * Tokens of leases won and not yet released, with when they expire. A node's acquire reply can
+   * come after the lease was released: from a node that hung, or because a NOSCRIPT fallback
+   * re-sent the acquire as EVAL behind the release. Such a late acquire is given back.
+   */
+  const live = new Map<string, number>();
+  const isLive = (token: string): boolean => (live.get(token) ?? 0) > performance.now();
+  const remember = (token: string, ttl: number): void => {
+    if (live.size >= 1024) for (const [t, until] of live) if (until <= performance.now()) live.delete(t);
+    live.set(token, performance.now() + ttl);
+  };
+
   const releaseEverywhere = (keys: LockKeys, token: string): void => {
+    live.delete(token);
     for (const node of nodes) node.release(keys, token).catch(() => {});
   };
 
@@ -146,18 +182,40 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     return taken ? 'taken' : 'gone';
   }
 
-  /** Lifts the counters of the voters that issued less than `fence`; true when a majority is at `fence` or above. */
-  async function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
-    const ms = timeoutFor(ttl);
-    let atFence = 0;
-    const raising: Promise<boolean>[] = [];
-    fences.forEach((f, i) => {
-      if (f === undefined) return;
-      if (f >= fence) atFence++;
-      else raising.push(withTimeout(nodes[i]!.raiseFence(keys, fence, ttl), ms).then(() => true, () => false));
+  /**
+   * Lifts the counters of the voters that issued less than `fence`; resolves true as soon as a
+   * majority is at `fence` or above, false when that can no longer happen or at the timeout.
+   */
+  function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      let atFence = 0;
+      let open = 0;
+      const timer = setTimeout(() => resolve(false), timeoutFor(ttl));
+      timer.unref();
+      const settle = (raised: boolean): void => {
+        open--;
+        if (raised) atFence++;
+        if (atFence >= quorum || open === 0) {
+          clearTimeout(timer);
+          resolve(atFence >= quorum);
+        }
+      };
+      fences.forEach((f, i) => {
+        if (f === undefined) return;
+        if (f >= fence) atFence++;
+        else {
+          open++;
+          nodes[i]!.raiseFence(keys, fence, ttl).then(
+            () => settle(true),
+            () => settle(false),
+          );
+        }
+      });
+      if (atFence >= quorum || open === 0) {
+        clearTimeout(timer);
+        resolve(atFence >= quorum);
+      }
     });
-    const raised = (await Promise.all(raising)).filter(Boolean).length;
-    return atFence + raised >= quorum;
   }
 
   return {
@@ -165,14 +223,17 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     handsOff: false,
 
     async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
-      let kept = false;
+      // A node that votes for after the result: kept while the lease is won and held, given back
+      // otherwise (while undecided, the failure path's release to every node covers it).
+      let decided: 'pending' | 'won' | 'lost' = 'pending';
       const answers = await each(
         timeoutFor(ttl),
         'skip',
         (node) => node.acquire(keys, token, ttl, queue),
+        (reply) => reply.acquired,
         (index, reply) => {
-          // Went through after its timeout: give it back unless the lease was won.
-          if (reply.acquired && !kept) nodes[index]!.release(keys, token).catch(() => {});
+          const keep = decided === 'pending' || (decided === 'won' && isLive(token));
+          if (reply.acquired && !keep) nodes[index]!.release(keys, token).catch(() => {});
         },
       );
       const fences: (number | undefined)[] = [];
@@ -191,10 +252,12 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       if (outcome.for >= quorum) {
         const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
         if (await raise(keys, fences, fence, ttl)) {
-          kept = true;
+          decided = 'won';
+          remember(token, ttl);
           return { acquired: true, fence };
         }
       }
+      decided = 'lost';
       releaseEverywhere(keys, token);
       // Not an error yet: the waiter retries until its deadline, and then reports this outcome
       // (a QuorumError when node errors left it undecided, a LockTimeoutError when it was held).
@@ -202,18 +265,20 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     },
 
     async release(keys, token): Promise<ReleaseReply> {
-      return decide(keys, 'release', await each(timeoutFor(1000), 'send', (node) => node.release(keys, token)));
+      live.delete(token);
+      return decide(keys, 'release', await each(timeoutFor(1000), 'send', (node) => node.release(keys, token), isOk));
     },
 
     async extend(keys, token, ttl): Promise<OwnershipReply> {
-      const reply = decide(keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl)));
+      const reply = decide(keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl), isOk));
+      if (reply === 'ok' && live.has(token)) remember(token, ttl);
       // Lost on the majority: what is left on the minority is given back at once, not left to expire.
       if (reply !== 'ok') releaseEverywhere(keys, token);
       return reply;
     },
 
     async leave(keys, member, token): Promise<boolean> {
-      const answers = await each(timeoutFor(1000), 'send', (node) => node.leave(keys, member, token));
+      const answers = await each(timeoutFor(1000), 'send', (node) => node.leave(keys, member, token), () => false);
       // A node that still holds our token (an acquire that went through late): the caller releases it.
       return answers.some((a) => !a.ok || a.value);
     },
@@ -272,6 +337,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     },
   };
 }
+
+const isOk = (reply: OwnershipReply | ReleaseReply): boolean => reply === 'ok' || typeof reply === 'object';
 
 /**
  * When a majority of the nodes will be free, as far as the replies tell: the holder's keys expire

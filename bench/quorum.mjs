@@ -1,0 +1,213 @@
+// Redlock over five independent masters, latchkey next to the peers that implement it, on five
+// private redis-servers:
+//   (a) acquire+release latency, sequential, on one node (each library's single-node API) and
+//       on five (its quorum API): p50, p99 and the 5-node / 1-node ratio;
+//   (b) two of five masters hung (SIGSTOP): time per acquire+release, over a few calls;
+//   (c) three of five hung: what one acquire does within 10 s (rejects, resolves, hangs), and
+//       whether keys are left behind on the nodes once they resume.
+// Usage: npm run bench (after bench/run.mjs), or node bench/quorum.mjs after npm run build.
+// Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_ONLY=substr[,substr].
+import { createRequire } from 'node:module';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { startRedisServer } from './lib/redis-server.mjs';
+import { summarize } from './lib/stats.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+const SECONDS = Number(process.env.BENCH_SECONDS || 10);
+const TTL = 10_000;
+const CAP_MS = 10_000; // longest wait for one call in the hung scenarios
+const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
+
+/** Each library: its single-node lock and its quorum lock over `clients`, both with its defaults. */
+const LIBRARIES = [
+  {
+    name: 'latchkey',
+    async make(clients) {
+      const { createLocks } = await import('../dist/index.js');
+      const locks = clients.length === 1 ? createLocks({ redis: clients[0], prefix: 'q:' }) : createLocks({ redlock: clients, prefix: 'q:' });
+      return { acquire: (key) => locks.acquire(key, { ttl: TTL }), release: (lease) => lease.release(), close: () => locks.close() };
+    },
+  },
+  {
+    name: 'redlock-v4',
+    async make(clients) {
+      const Redlock = require('redlock-v4');
+      const redlock = new Redlock(clients);
+      redlock.on('clientError', () => {});
+      return { acquire: (key) => redlock.lock(key, TTL), release: (lock) => lock.unlock(), close: async () => {} };
+    },
+  },
+  {
+    name: 'redlock-v5',
+    async make(clients) {
+      const Redlock = require('redlock-v5').default;
+      const redlock = new Redlock(clients);
+      redlock.on('error', () => {});
+      return { acquire: (key) => redlock.acquire([key], TTL), release: (lock) => lock.release(), close: async () => {} };
+    },
+  },
+  {
+    name: 'sesamecare-redlock',
+    async make(clients) {
+      const { Redlock } = await import('@sesamecare-oss/redlock');
+      const redlock = new Redlock(clients);
+      redlock.on('error', () => {});
+      return { acquire: (key) => redlock.acquire([key], TTL), release: (lock) => lock.release(), close: async () => {} };
+    },
+  },
+  {
+    name: 'redlock-universal',
+    async make(clients) {
+      const { createLock, createRedlock, IoredisAdapter } = await import('redlock-universal');
+      const adapters = clients.map((c) => new IoredisAdapter(c));
+      const lockFor = (key) => (clients.length === 1 ? createLock({ adapter: adapters[0], key, ttl: TTL }) : createRedlock({ adapters, key, ttl: TTL }));
+      return {
+        async acquire(key) {
+          const lock = lockFor(key);
+          return { lock, handle: await lock.acquire() };
+        },
+        release: ({ lock, handle }) => lock.release(handle),
+        close: async () => {},
+      };
+    },
+  },
+  {
+    name: 'redis-semaphore',
+    async make(clients) {
+      const { Mutex, RedlockMutex } = await import('redis-semaphore');
+      return {
+        async acquire(key) {
+          const mutex = clients.length === 1 ? new Mutex(clients[0], key, { lockTimeout: TTL }) : new RedlockMutex(clients, key, { lockTimeout: TTL });
+          await mutex.acquire();
+          return mutex;
+        },
+        release: (mutex) => mutex.release(),
+        close: async () => {},
+      };
+    },
+  },
+];
+
+const only = (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+const wanted = only.length ? LIBRARIES.filter((l) => only.some((s) => l.name.includes(s))) : LIBRARIES;
+
+/** Resolves to { ok, value | error, ms }, or { hung: true } when the call has not settled within `cap` ms. */
+async function timed(call, cap = CAP_MS) {
+  const t = performance.now();
+  let timer;
+  const outcome = await Promise.race([
+    call().then(
+      (value) => ({ ok: true, value }),
+      (error) => ({ ok: false, error }),
+    ),
+    new Promise((resolve) => (timer = setTimeout(() => resolve({ hung: true }), cap))),
+  ]);
+  clearTimeout(timer);
+  return { ...outcome, ms: performance.now() - t };
+}
+
+/** Sequential acquire+release pairs for `seconds`: latencies in ms. */
+async function latency(lib, key, seconds) {
+  const samples = [];
+  const end = performance.now() + seconds * 1000;
+  for (let i = 0; i < 50; i++) await lib.release(await lib.acquire(key)); // warm-up
+  while (performance.now() < end) {
+    const t = performance.now();
+    await lib.release(await lib.acquire(key));
+    samples.push(performance.now() - t);
+  }
+  return summarize(samples);
+}
+
+function connect(server) {
+  const client = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  client.on('error', () => {});
+  return client;
+}
+
+async function keysLeft(clients, pattern) {
+  const counts = await Promise.all(clients.map((c) => c.keys(pattern).then((k) => k.length, () => -1)));
+  return counts.reduce((a, b) => a + Math.max(0, b), 0);
+}
+
+const describeError = (error) => String(error?.message ?? error).replace(/\s+/g, ' ').slice(0, 90);
+
+async function main() {
+  const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
+  const rows = [];
+  try {
+    for (const def of wanted) {
+      log(`[quorum] ${def.name}`);
+      const clients = servers.map(connect);
+      const admin = servers.map(connect);
+      const row = { library: def.name };
+      try {
+        const single = await def.make([clients[0]]);
+        const five = await def.make(clients);
+        row.one = await latency(single, `bench:q:${def.name}:one`, SECONDS);
+        row.five = await latency(five, `bench:q:${def.name}:five`, SECONDS);
+        log(`  1 node p50 ${row.one.p50.toFixed(3)} ms, 5 nodes p50 ${row.five.p50.toFixed(3)} ms`);
+
+        // (b) two of five hung.
+        servers[3].pause();
+        servers[4].pause();
+        const hung2 = [];
+        for (let i = 0; i < 5; i++) {
+          const pair = await timed(async () => five.release(await five.acquire(`bench:q:${def.name}:hung2`)));
+          hung2.push(pair);
+          if (pair.hung) break;
+        }
+        row.hung2 = hung2;
+        log(`  2 of 5 hung: ${hung2.map((p) => (p.hung ? 'hung' : p.ok ? `${p.ms.toFixed(0)} ms` : `error after ${p.ms.toFixed(0)} ms`)).join(', ')}`);
+
+        // (c) three of five hung.
+        servers[2].pause();
+        const one = await timed(() => five.acquire(`bench:q:${def.name}:hung3`));
+        row.hung3 = {
+          ms: one.ms,
+          outcome: one.hung ? 'still pending after 10 s' : one.ok ? 'resolved with a lock' : `rejected: ${describeError(one.error)}`,
+        };
+        if (one.ok) {
+          const validity = one.value?.expiration ?? one.value?.validUntil;
+          row.hung3.outcome += typeof validity === 'number' ? '' : '';
+          five.release(one.value).catch(() => {});
+        }
+        for (const s of servers) s.resume();
+        await new Promise((r) => setTimeout(r, 1500)); // the hung nodes work through their queues
+        row.keysLeft = await keysLeft(admin, `*${def.name}:hung*`);
+        log(`  3 of 5 hung: ${row.hung3.outcome} (${one.ms.toFixed(0)} ms); keys left after resume: ${row.keysLeft}`);
+        await Promise.race([Promise.all([single.close(), five.close()]), new Promise((r) => setTimeout(r, 1000))]);
+      } finally {
+        for (const s of servers) s.resume();
+        for (const c of [...clients, ...admin]) c.disconnect();
+        for (const a of admin) void a;
+      }
+      rows.push(row);
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+
+  const f = (n) => n.toFixed(3);
+  console.log(`\n### 5. Redlock over 5 independent masters (sequential acquire+release, defaults; ${SECONDS} s per pass)\n`);
+  console.log('| library | 1 node p50 ms | 5 nodes p50 ms | p50 ratio | 1 node p99 ms | 5 nodes p99 ms | p99 ratio | 2 of 5 hung: each acquire+release | 3 of 5 hung: one acquire (cap 10 s) | keys left after resume |');
+  console.log('|---|--:|--:|--:|--:|--:|--:|---|---|--:|');
+  for (const r of rows) {
+    const hung2 = r.hung2.map((p) => (p.hung ? 'never returns' : `${p.ok ? '' : 'error '}${p.ms.toFixed(0)} ms`)).join(', ');
+    console.log(
+      `| ${r.library} | ${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)} | ${hung2} | ${r.hung3.outcome}, ${r.hung3.ms.toFixed(0)} ms | ${r.keysLeft} |`,
+    );
+  }
+  mkdirSync(path.join(here, 'results'), { recursive: true });
+  writeFileSync(path.join(here, 'results', 'quorum-latest.json'), JSON.stringify(rows, null, 2));
+  process.exit(0); // a peer's hung promise may hold timers open
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
