@@ -318,6 +318,7 @@ class LockManager implements Locks {
         granted: undefined,
         woken: false,
         joined: false,
+        inboxJoined: false,
         jitter: false,
         wake: undefined,
         timer: undefined,
@@ -335,7 +336,8 @@ class LockManager implements Locks {
       // Waiting behind a lease of this process: its expiry must pass the lock on when it comes.
       state.holder?.watchExpiry();
       this.#pump(state);
-      if (waiter.state === 'queued' && wait !== Infinity) {
+      // (A wait past 2^31 - 1 ms, about 25 days, needs no timer: setTimeout cannot hold it anyway.)
+      if (waiter.state === 'queued' && wait < 2 ** 31) {
         // Queued behind callers of this process: the deadline ends the wait even while it waits in memory.
         waiter.timer = setTimeout(
           () => this.#stopWaiter(state, waiter, new LockTimeoutError(name, now() - started, waiter.attempts)),
@@ -424,7 +426,7 @@ class LockManager implements Locks {
   }
 
   #settle(state: KeyState, waiter: Waiter): void {
-    if (waiter.joined && waiter.state !== 'done') this.#inboxReady?.leave(waiter.keys);
+    if (waiter.inboxJoined && waiter.state !== 'done') this.#inboxReady?.leave(waiter.keys);
     waiter.state = 'done';
     clearTimeout(waiter.timer);
     this.#active.delete(waiter.member);
@@ -472,7 +474,7 @@ class LockManager implements Locks {
       const inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
       // Queue in the backend only once a grant can be heard: a release takes a queued waiter
       // whose inbox has no listener for a dead one, and passes it over.
-      const queueAs = inboxWasListening || head.joined ? member : undefined;
+      const queueAs = inboxWasListening ? member : undefined;
       const sentAt = now();
       head.attempts++;
       head.inFlight = true;
@@ -492,24 +494,32 @@ class LockManager implements Locks {
         head.wake = undefined;
         head.jitter = false;
         throwIfStopped(head);
+        if (head.deadline - now() <= 0) throw giveUp(keys.name, head, reply.outcome);
+        continue;
       }
       const left = head.deadline - now();
       if (left <= 0) throw giveUp(keys.name, head, reply.acquired ? undefined : reply.outcome);
       if (member !== undefined && !inboxWasListening && !head.joined) {
         // Without an inbox the head still wakes at the holder's TTL and at each recheck.
         head.joined = true;
-        const joining = this.#listen().then((opened) => opened.join(keys));
-        // Bounded by the deadline (and a stop): a hung server may never confirm a subscription.
-        const inbox = await Promise.race([
-          joining.then(
-            () => true,
-            () => false,
-          ),
-          sleep(left, (wake) => (head.wake = wake)).then(() => false),
-        ]);
-        head.wake?.();
-        head.wake = undefined;
-        if (inbox) continue; // the lock may have been passed to us before the inbox was listening
+        const joining = this.#listen().then((opened) => {
+          if (head.state === 'done') return; // settled meanwhile: nothing to leave later
+          head.inboxJoined = true;
+          return opened.join(keys);
+        });
+        // Bounded by the deadline and a stop (a hung server may never confirm a subscription);
+        // wake-ups from the inbox meanwhile do not end it.
+        let joined: boolean | undefined;
+        const settled = joining.then(
+          () => (joined = true),
+          () => (joined = false),
+        );
+        while (joined === undefined && !head.stop && head.deadline - now() > 0) {
+          await Promise.race([settled, sleep(head.deadline - now(), (wake) => (head.wake = wake))]);
+          head.wake?.();
+          head.wake = undefined;
+        }
+        if (joined === true) continue; // the lock may have been passed to us before the inbox was listening
         throwIfStopped(head);
       }
       const remaining = head.deadline - now();
@@ -576,6 +586,9 @@ class LockManager implements Locks {
     const lease = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
     state.holder = lease;
     this.#held.add(lease);
+    // Its expiry must be seen the moment it comes when a watchdog runs or callers of this process
+    // wait behind it (they get the lock when it ends). This may end it at once, through onEnd.
+    if (renew || state.waiters.length > 0) lease.watchExpiry();
     if (this.#closed) void lease.release().catch(() => {});
     return lease;
   }
@@ -600,11 +613,21 @@ class LockManager implements Locks {
       });
     } catch (error) {
       next.state = 'queued';
+      this.#pump(state); // the lease may have ended meanwhile (its expiry): the waiter goes on
       throw error;
     }
     if (typeof reply !== 'object') {
       next.state = 'queued'; // released to another process, or lost: the waiter queues in the backend
+      this.#pump(state);
       return reply;
+    }
+    if (validUntil(sentAt, next.ttl, this.#settings.driftFactor) <= now()) {
+      // The round trip outlasted the new lease's validity: give it back; the waiter tries again
+      // (with the same token, sent after this release) once the old lease has ended.
+      this.#backend.release(keys, next.token).catch(() => {});
+      next.state = 'queued';
+      this.#pump(state);
+      return 'ok';
     }
     this.#settle(state, next);
     this.#held.delete(lease);

@@ -9,6 +9,11 @@ export function checkKey(key: unknown, option = 'key'): string {
   if (typeof key !== 'string' || key.length === 0) {
     throw new InvalidOptionError(option, 'a non-empty string naming the lock, e.g. "orders:42"', key);
   }
+  if (option === 'key' && key.startsWith('}')) {
+    // The lock's keys are `<prefix>{<name>}…`: a name starting with "}" makes an empty hash tag,
+    // which would scatter them over Redis Cluster slots.
+    throw new InvalidOptionError(option, 'a lock name that does not start with "}"', key);
+  }
   return key;
 }
 

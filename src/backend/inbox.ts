@@ -57,16 +57,24 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
 export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener): Promise<Inbox> {
   const suffix = `:inbox:${managerId}`;
   const connection = await subscriber(client, listener, (from) => from.endsWith(suffix));
-  /** Per channel: how many waiters joined, and the subscription (resolved once listening). */
+  /**
+   * Per channel: how many waiters joined, and the subscription (resolved once listening). An
+   * entry whose count fell to 0 is unsubscribed once its subscribe completed, unless a join
+   * revived it first; the entry is removed in the same step that sends the unsubscribe, so a
+   * later join's subscribe goes out after it (one connection runs its commands in order).
+   */
   const channels = new Map<string, { count: number; subscribed: Promise<void>; ready: boolean }>();
   const channelOf = (keys: LockKeys): string => lockInboxPrefix(keys) + managerId;
   return {
-    listening: (keys) => channels.get(channelOf(keys))?.ready === true,
+    listening: (keys) => {
+      const entry = channels.get(channelOf(keys));
+      return entry !== undefined && entry.ready && entry.count > 0;
+    },
     join(keys) {
       const channel = channelOf(keys);
       const existing = channels.get(channel);
       if (existing) {
-        existing.count++;
+        existing.count++; // also revives an entry on its way out
         return existing.subscribed;
       }
       const entry = { count: 1, subscribed: Promise.resolve(), ready: false };
@@ -86,9 +94,13 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
       const channel = channelOf(keys);
       const entry = channels.get(channel);
       if (!entry || --entry.count > 0) return;
-      channels.delete(channel);
-      // Commands on one connection run in order: a later join's subscribe follows this.
-      entry.subscribed.then(() => connection.unsubscribe(channel)).catch(() => {});
+      entry.subscribed
+        .then(() => {
+          if (entry.count > 0 || channels.get(channel) !== entry) return; // joined again meanwhile
+          channels.delete(channel);
+          return connection.unsubscribe(channel);
+        })
+        .catch(() => {});
     },
     close: () => connection.close(),
   };

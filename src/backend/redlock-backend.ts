@@ -38,6 +38,9 @@ class NodeHungError extends Error {
 /** Longest wait for one node's subscription when the inbox opens, ms (a hung node never completes it). */
 const INBOX_WAIT = 1000;
 
+/** Most commands sent to one hung node without waiting (releases); past it, its keys expire by their TTL. */
+const MAX_QUEUED_TO_HUNG = 1000;
+
 /** How often a hung node is asked again although its earlier request is still unanswered, ms. */
 const PROBE_EVERY = 1000;
 
@@ -46,8 +49,13 @@ const SPLIT_JITTER = 20;
 /** After node errors: retry in [ERROR_DELAY, 3 * ERROR_DELAY] ms, not at once (the node may be restarting). */
 const ERROR_DELAY = 25;
 
-/** How long a failed attempt waits before the next, whatever wakes it: random, so contenders do not collide again. */
+/**
+ * How long a failed attempt that the holder's release will not end waits before the next
+ * (a split vote, or node errors), whatever wakes it: random, so contenders do not collide again.
+ */
 function retryAfter(outcome: QuorumOutcome): { retryAfter?: number } {
+  // Held by a majority: wait for its release (or its TTL), not on a timer.
+  if (outcome.against >= outcome.quorum) return {};
   if (outcome.errors > 0) return { retryAfter: ERROR_DELAY + Math.floor(Math.random() * (2 * ERROR_DELAY + 1)) };
   if (outcome.for > 0) return { retryAfter: Math.floor(Math.random() * (SPLIT_JITTER + 1)) };
   return {};
@@ -75,6 +83,17 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   const hungSince: (number | undefined)[] = nodes.map(() => undefined);
   /** When a hung node was last sent a request anyway (a probe, once a second, for a connection that never errors). */
   const probedAt: number[] = nodes.map(() => 0);
+  /** Commands sent to a hung node without waiting for them, still unanswered. */
+  const queuedToHung: number[] = nodes.map(() => 0);
+  /**
+   * Per node, the last acquire attempt sent with each token (attempts of one waiter reuse its
+   * token). A late acquire reply is given back only if no later attempt went to that node: the
+   * release would otherwise land behind the later attempt's acquire and delete its key.
+   */
+  const lastAttempt: Map<string, number>[] = nodes.map(() => new Map());
+  let attempts = 0;
+  /** Per token, the nodes that confirmed a release that ended in a QuorumError: a retry counts them. */
+  const releasedOn = new Map<string, Set<number>>();
 
   /**
    * Calls every node, with one timer for all of them: an answer that does not come within `ms`
@@ -114,7 +133,10 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         const t = performance.now();
         answers.forEach((a, index) => {
           if (a) return;
-          hungSince[index] ??= t - ms;
+          if (hungSince[index] === undefined) {
+            hungSince[index] = t - ms;
+            probedAt[index] = t; // asked again in PROBE_EVERY ms, not on the next call
+          }
           answers[index] = { ok: false, error: new NodeTimeoutError(ms) };
         });
         finish();
@@ -124,7 +146,13 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       nodes.forEach((node, index) => {
         const since = hungSince[index];
         if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
-          if (hung === 'send') call(node).catch(() => {});
+          // Sent without waiting, up to a bound: a black-holed connection must not grow without end.
+          if (hung === 'send' && queuedToHung[index]! < MAX_QUEUED_TO_HUNG) {
+            queuedToHung[index]!++;
+            call(node)
+              .catch(() => {})
+              .finally(() => queuedToHung[index]!--);
+          }
           answer(index, { ok: false, error: new NodeHungError(since) });
           return;
         }
@@ -224,16 +252,25 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
     async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back
-      // otherwise (while undecided, the failure path's release to every node covers it).
+      // otherwise (while undecided, the failure path's release to every node covers it), unless
+      // a later attempt with the same token was sent to that node since.
       let decided: 'pending' | 'won' | 'lost' = 'pending';
+      const attempt = ++attempts;
       const answers = await each(
         timeoutFor(ttl),
         'skip',
-        (node) => node.acquire(keys, token, ttl, queue),
+        (node) => {
+          const index = nodes.indexOf(node);
+          const sent = lastAttempt[index]!;
+          if (sent.size >= 4096) sent.clear(); // unknown attempts are never given back: only a TTL's delay
+          sent.set(token, attempt);
+          return node.acquire(keys, token, ttl, queue);
+        },
         (reply) => reply.acquired,
         (index, reply) => {
           const keep = decided === 'pending' || (decided === 'won' && isLive(token));
-          if (reply.acquired && !keep) nodes[index]!.release(keys, token).catch(() => {});
+          const latest = lastAttempt[index]!.get(token) === attempt;
+          if (reply.acquired && !keep && latest) nodes[index]!.release(keys, token).catch(() => {});
         },
       );
       const fences: (number | undefined)[] = [];
@@ -266,7 +303,19 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
     async release(keys, token): Promise<ReleaseReply> {
       live.delete(token);
-      return decide(keys, 'release', await each(timeoutFor(1000), 'send', (node) => node.release(keys, token), isOk));
+      const answers = await each(timeoutFor(1000), 'send', (node) => node.release(keys, token), isOk);
+      // A retry after a QuorumError: the nodes that released it then find it gone now, and still count for.
+      const earlier = releasedOn.get(token);
+      const merged = answers.map((a, i): Answer<ReleaseReply> => (earlier?.has(i) ? { ok: true, value: 'ok' } : a));
+      try {
+        const reply = decide(keys, 'release', merged);
+        releasedOn.delete(token);
+        return reply;
+      } catch (error) {
+        if (releasedOn.size >= 1024) releasedOn.clear();
+        releasedOn.set(token, new Set(merged.flatMap((a, i) => (a.ok && isOk(a.value) ? [i] : []))));
+        throw error;
+      }
     },
 
     async extend(keys, token, ttl): Promise<OwnershipReply> {

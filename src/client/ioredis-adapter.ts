@@ -1,4 +1,4 @@
-import type { ScriptClient, SubscriberConnection } from './script-client.js';
+import { quitOrForce, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
 export interface IoredisLike {
@@ -46,12 +46,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
         ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true)
         : ioredisSubscriber(client.duplicate(), false),
     close: async () => {
-      if (!owned) return;
-      try {
-        await client.quit();
-      } catch {
-        client.disconnect();
-      }
+      if (owned) await quitOrForce(() => client.quit(), () => client.disconnect());
     },
   };
 }
@@ -78,12 +73,6 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean): Promise<Su
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
-    close: async () => {
-      try {
-        await sub.quit();
-      } catch {
-        sub.disconnect();
-      }
-    },
+    close: () => quitOrForce(() => sub.quit(), () => sub.disconnect()),
   };
 }

@@ -1,4 +1,4 @@
-import type { ScriptClient, SubscriberConnection } from './script-client.js';
+import { quitOrForce, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -37,12 +37,9 @@ export function isNodeRedis(client: unknown): client is NodeRedisLike {
 }
 
 async function closeClient(client: NodeRedisLike): Promise<void> {
-  try {
-    if (typeof client.close === 'function') await client.close();
-    else if (typeof client.quit === 'function') await client.quit();
-  } catch {
-    client.destroy?.();
-  }
+  const quit = async (): Promise<unknown> =>
+    typeof client.close === 'function' ? client.close() : typeof client.quit === 'function' ? client.quit() : undefined;
+  await quitOrForce(quit, () => client.destroy?.());
 }
 
 export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptClient {

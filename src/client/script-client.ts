@@ -43,3 +43,26 @@ export function isNoScript(error: unknown): boolean {
 export function isWrongType(error: unknown): boolean {
   return error instanceof Error && /WRONGTYPE/.test(error.message);
 }
+
+/** How long a connection latchkey owns gets to quit gracefully before it is dropped, ms. */
+export const QUIT_TIMEOUT = 1000;
+
+/**
+ * Closes a connection latchkey owns: `quit` (pending replies arrive first), and `force` if that
+ * fails or takes longer than {@link QUIT_TIMEOUT} (a hung server never answers QUIT).
+ */
+export async function quitOrForce(quit: () => Promise<unknown>, force: () => void): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const graceful = await Promise.race([
+    quit().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), QUIT_TIMEOUT);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!graceful) force();
+}

@@ -85,10 +85,9 @@ export class Lease implements AsyncDisposable {
     this.ttl = ttl;
     this.#acquiredAt = sentAt;
     this.#validUntil = validUntil(sentAt, ttl, context.driftFactor);
-    if (renew) {
-      this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
-      this.watchExpiry();
-    }
+    // The manager arms the expiry (watchExpiry) once it has registered the lease: a lease that
+    // ended inside its constructor would end before the manager knew it.
+    if (renew) this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
   }
 
   /** The random token that proves ownership in the backend (128 bits). Never log it. */

@@ -4,7 +4,8 @@
  */
 export function sleep(ms: number, onWake: (wake: () => void) => void): Promise<void> {
   return new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
+    // setTimeout fires at once for delays past 2^31 - 1 ms: a longer sleep is cut there (callers loop).
+    const timer = setTimeout(resolve, Math.min(ms, 2 ** 31 - 1));
     onWake(() => {
       clearTimeout(timer);
       resolve();

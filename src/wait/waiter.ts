@@ -32,8 +32,10 @@ export interface Waiter {
   granted: number | undefined;
   /** Set by an inbox message that arrived while it was not sleeping. */
   woken: boolean;
-  /** True once it asked the manager's inbox to listen for this lock (left again when it settles). */
+  /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
   joined: boolean;
+  /** True once it joined the inbox for this lock: it leaves it when it settles. */
+  inboxJoined: boolean;
   /** True during a Redlock split-vote back-off: only a stop ends it early, not a wake-up message. */
   jitter: boolean;
   /** Ends the current sleep early, while it sleeps. */

@@ -439,6 +439,30 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
   });
 
   describe('the in-process queue', () => {
+    it('a lease handed to a caller while others wait behind it passes the lock on when its TTL runs out', async () => {
+      fresh();
+      const l = locks();
+      const first = await l.acquire('chain', { ttl: 10_000 });
+      const forgetful = l.acquire('chain', { ttl: 200 }); // will never release
+      const patient = l.acquire('chain', { wait: 5000 });
+      await first.release();
+      const second = await forgetful;
+      const third = await patient; // when the second lease's validity runs out, not at `wait`
+      expect(second.state).toBe('lost');
+      expect(third.fence).toBeGreaterThan(second.fence);
+      await third.release();
+    });
+
+    it('a wait longer than a Node.js timer can hold (2^31 ms) still waits', async () => {
+      fresh();
+      const l = locks();
+      const holder = await l.acquire('long', { ttl: 10_000 });
+      const waiting = l.acquire('long', { wait: 2 ** 32 });
+      await new Promise((r) => setTimeout(r, 20)); // it would have timed out by now if the timer overflowed
+      await holder.release();
+      await (await waiting).release();
+    });
+
     it('serves callers of one manager in arrival order, handing the lock on with a new token and fence', async () => {
       fresh();
       const l = locks();

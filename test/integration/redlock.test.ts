@@ -214,6 +214,24 @@ describe('Redlock', () => {
     expect(await eventually(async () => (await raws[2]!.exists(key)) === 0)).toBe(true);
   });
 
+  it('a release retried after a QuorumError still counts the nodes that released it the first time', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix, nodeTimeout: 50 });
+    const lease = await locks.acquire('retry', { ttl: 5000 });
+    const key = lockKeys(prefix, 'retry').lock;
+    expect(await eventually(async () => (await raws[2]!.exists(key)) === 1)).toBe(true);
+    await raws[2]!.del(key); // held on nodes 0 and 1 only
+    servers[1]!.pause();
+    try {
+      // Node 0 releases, node 1 does not answer, node 2 has nothing: undecided.
+      await expect(lease.release()).rejects.toBeInstanceOf(QuorumError);
+      // Node 0 now finds it gone, but it released it: still undecided, not "lost".
+      await expect(lease.release()).rejects.toBeInstanceOf(QuorumError);
+    } finally {
+      servers[1]!.resume();
+    }
+  });
+
   it('extend needs a majority: a lease deleted on two nodes is lost, and the third copy is given back', async () => {
     const prefix = uniquePrefix();
     const locks = redlock({ prefix });

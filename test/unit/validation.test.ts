@@ -29,6 +29,12 @@ describe('createLocks options', () => {
     await invalid(() => createLocks({ url: 'http://localhost:6379' }), 'url', /redis:\/\/ or rediss:\/\//);
   });
 
+  it('refuses a lock name that would make an empty hash tag', async () => {
+    const locks = createLocks();
+    await invalid(() => locks.acquire('}x'), 'key', /does not start with "\}"/);
+    await locks.close();
+  });
+
   it('refuses a prefix with hash-tag braces', async () => {
     await invalid(() => createLocks({ prefix: 'app:{x}:' }), 'prefix', /without "\{" or "\}"/);
   });
