@@ -34,9 +34,9 @@ afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop()));
 });
 
-/** A Redlock manager over the three servers, with its own clients (no retries, so a dead node fails fast). */
-function redlock(settings: { prefix: string; nodeTimeout?: number; recheck?: number }): Locks {
-  const clients = servers.map((s) => {
+/** A Redlock manager over `on` (default: the three servers), with its own clients (no retries, so a dead node fails fast). */
+function redlock(settings: { prefix: string; nodeTimeout?: number; recheck?: number }, on: readonly RedisServer[] = servers): Locks {
+  const clients = on.map((s) => {
     const c = new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     c.on('error', () => {});
     return c;
@@ -294,19 +294,7 @@ describe('Redlock over five nodes, some killed or hung', () => {
     await Promise.all(five.map((s) => s.stop()));
   });
 
-  function redlock5(settings: { prefix: string; nodeTimeout: number }): Locks {
-    const clients = five.map((s) => {
-      const c = new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
-      c.on('error', () => {});
-      return c;
-    });
-    const locks = createLocks({ ...settings, redlock: clients });
-    cleanup.push(async () => {
-      await locks.close();
-      for (const c of clients) c.disconnect();
-    });
-    return locks;
-  }
+  const redlock5 = (settings: { prefix: string; nodeTimeout: number }): Locks => redlock(settings, five);
 
   const noKeyLeft = async (prefix: string, name: string): Promise<boolean> =>
     (await Promise.all(fiveRaw.map((r) => r.exists(lockKeys(prefix, name).lock)))).every((n) => n === 0);
