@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
+import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend, type Replication } from './backend/redis-backend.js';
 import { redlockBackend } from './backend/redlock-backend.js';
@@ -297,42 +297,67 @@ class LockManager implements Locks {
     const keys = lockKeys(this.#settings.prefix, name);
     if (once) return this.#tryOnce(keys, ttl, renew);
 
+    this.#keys.get(name)?.holder?.watchExpiry(); // ends it now if its validity already ran out
     const state = this.#state(name);
     const started = now();
+    let settle: { resolve: (lease: Lease) => void; reject: (error: unknown) => void } | undefined;
+    const onAbort = (): void => this.#stopWaiter(state, waiter, signal?.reason);
+    const waiter: Waiter = {
+      keys,
+      member: `${this.#id}:${(this.#nextWaiter++).toString(36)}`,
+      token: this.#tokens.next(),
+      ttl,
+      renew,
+      strategy,
+      started,
+      deadline: started + wait,
+      stop: undefined,
+      state: 'queued',
+      attempts: 0,
+      lastSent: started,
+      inFlight: false,
+      granted: undefined,
+      woken: false,
+      joined: false,
+      inboxJoined: false,
+      jitter: false,
+      wake: undefined,
+      timer: undefined,
+      resolve: (lease) => {
+        signal?.removeEventListener('abort', onAbort);
+        settle!.resolve(lease);
+      },
+      reject: (error) => {
+        signal?.removeEventListener('abort', onAbort);
+        settle!.reject(error);
+      },
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    state.waiters.push(waiter);
+
+    let first: FirstAttempt | undefined;
+    if (!state.holder && state.waiters.length === 1) {
+      // Nobody of this process holds or waits for the lock: try at once, without the waiting
+      // machinery (the common, uncontended case). Callers arriving meanwhile queue behind.
+      let outcome: Lease | FirstAttempt;
+      try {
+        outcome = await this.#probe(state, waiter);
+      } catch (error) {
+        signal?.removeEventListener('abort', onAbort);
+        throw error;
+      }
+      if (outcome instanceof Lease) {
+        signal?.removeEventListener('abort', onAbort);
+        return outcome;
+      }
+      first = outcome;
+    }
     return new Promise<Lease>((resolve, reject) => {
-      const onAbort = (): void => this.#stopWaiter(state, waiter, signal?.reason);
-      const waiter: Waiter = {
-        keys,
-        member: `${this.#id}:${(this.#nextWaiter++).toString(36)}`,
-        token: this.#tokens.next(),
-        ttl,
-        renew,
-        strategy,
-        started,
-        deadline: started + wait,
-        stop: undefined,
-        state: 'queued',
-        attempts: 0,
-        lastSent: started,
-        inFlight: false,
-        granted: undefined,
-        woken: false,
-        joined: false,
-        inboxJoined: false,
-        jitter: false,
-        wake: undefined,
-        timer: undefined,
-        resolve: (lease) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(lease);
-        },
-        reject: (error) => {
-          signal?.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      state.waiters.push(waiter);
+      settle = { resolve, reject };
+      if (first) {
+        void this.#serveHead(state, waiter, first);
+        return;
+      }
       // Waiting behind a lease of this process: its expiry must pass the lock on when it comes.
       state.holder?.watchExpiry();
       this.#pump(state);
@@ -345,6 +370,37 @@ class LockManager implements Locks {
         );
       }
     });
+  }
+
+  /**
+   * The first attempt of a waiter that is alone: it becomes the active head at once. Resolves to
+   * the lease when the lock was free, else to the attempt's outcome, which the head's wait loop
+   * continues from (so waiting costs no extra attempt).
+   */
+  async #probe(state: KeyState, head: Waiter): Promise<Lease | FirstAttempt> {
+    head.state = 'active';
+    this.#active.set(head.member, head);
+    const { keys, token, ttl } = head;
+    const inboxWasListening = head.strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
+    const sentAt = now();
+    head.attempts++;
+    head.inFlight = true;
+    let reply: AcquireReply;
+    try {
+      reply = await this.#attempt(keys, token, ttl, inboxWasListening ? head.member : undefined);
+    } catch (error) {
+      head.inFlight = false;
+      this.#settle(state, head);
+      this.#pump(state);
+      this.#forget(state);
+      throw error;
+    }
+    head.inFlight = false;
+    if (reply.acquired && !head.stop && validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+      this.#settle(state, head);
+      return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew, reply.replicated);
+    }
+    return { reply, sentAt, inboxWasListening };
   }
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
@@ -402,11 +458,11 @@ class LockManager implements Locks {
     void this.#serveHead(state, head);
   }
 
-  async #serveHead(state: KeyState, head: Waiter): Promise<void> {
+  async #serveHead(state: KeyState, head: Waiter, first?: FirstAttempt): Promise<void> {
     let lease: Lease;
     this.#active.set(head.member, head);
     try {
-      lease = await this.#waitRemotely(state, head);
+      lease = await this.#waitRemotely(state, head, first);
     } catch (error) {
       this.#settle(state, head);
       if (head.strategy === 'notify' && head.attempts > 0) {
@@ -458,27 +514,37 @@ class LockManager implements Locks {
   }
 
   /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
-  async #waitRemotely(state: KeyState, head: Waiter): Promise<Lease> {
+  async #waitRemotely(state: KeyState, head: Waiter, first?: FirstAttempt): Promise<Lease> {
     const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
+    let pending = first;
     for (;;) {
-      throwIfStopped(head);
-      const fence = takeGrant(head);
-      if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
-        // Granted by a release, without a round trip: valid from this waiter's last attempt,
-        // which reached Redis before the release did.
-        return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
+      let reply: AcquireReply;
+      let sentAt: number;
+      let inboxWasListening: boolean;
+      if (pending) {
+        // The probe's attempt (#probe): continue from its outcome.
+        ({ reply, sentAt, inboxWasListening } = pending);
+        pending = undefined;
+      } else {
+        throwIfStopped(head);
+        const fence = takeGrant(head);
+        if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
+          // Granted by a release, without a round trip: valid from this waiter's last attempt,
+          // which reached Redis before the release did.
+          return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
+        }
+        // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
+        // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
+        inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
+        // Queue in the backend only once a grant can be heard: a release takes a queued waiter
+        // whose inbox has no listener for a dead one, and passes it over.
+        const queueAs = inboxWasListening ? member : undefined;
+        sentAt = now();
+        head.attempts++;
+        head.inFlight = true;
+        reply = await this.#attempt(keys, token, ttl, queueAs).finally(() => (head.inFlight = false));
       }
-      // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
-      // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
-      const inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
-      // Queue in the backend only once a grant can be heard: a release takes a queued waiter
-      // whose inbox has no listener for a dead one, and passes it over.
-      const queueAs = inboxWasListening ? member : undefined;
-      const sentAt = now();
-      head.attempts++;
-      head.inFlight = true;
-      const reply = await this.#attempt(keys, token, ttl, queueAs).finally(() => (head.inFlight = false));
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
@@ -657,6 +723,13 @@ class LockManager implements Locks {
 function giveUp(key: string, waiter: Waiter, outcome: QuorumOutcome | undefined): Error {
   if (outcome && undecided(outcome)) return new QuorumError(key, outcome);
   return new LockTimeoutError(key, now() - waiter.started, waiter.attempts, outcome);
+}
+
+/** An attempt made before the wait loop started (by #probe), which the loop continues from. */
+interface FirstAttempt {
+  readonly reply: AcquireReply;
+  readonly sentAt: number;
+  readonly inboxWasListening: boolean;
 }
 
 /** Takes the fence of a grant the inbox announced, if any. */
