@@ -297,7 +297,9 @@ class LockManager implements Locks {
     const keys = lockKeys(this.#settings.prefix, name);
     if (once) return this.#tryOnce(keys, ttl, renew);
 
-    this.#keys.get(name)?.holder?.watchExpiry(); // ends it now if its validity already ran out
+    // A lease of this process on the lock: ended now if its validity already ran out, else watched,
+    // so that its expiry passes the lock on to the caller about to queue behind it.
+    this.#keys.get(name)?.holder?.watchExpiry();
     const state = this.#state(name);
     const started = now();
     let settle: { resolve: (lease: Lease) => void; reject: (error: unknown) => void } | undefined;
@@ -335,11 +337,11 @@ class LockManager implements Locks {
     signal?.addEventListener('abort', onAbort, { once: true });
     state.waiters.push(waiter);
 
-    let first: FirstAttempt | undefined;
+    let first: Attempt | undefined;
     if (!state.holder && state.waiters.length === 1) {
       // Nobody of this process holds or waits for the lock: try at once, without the waiting
       // machinery (the common, uncontended case). Callers arriving meanwhile queue behind.
-      let outcome: Lease | FirstAttempt;
+      let outcome: Lease | Attempt;
       try {
         outcome = await this.#probe(state, waiter);
       } catch (error) {
@@ -358,8 +360,6 @@ class LockManager implements Locks {
         void this.#serveHead(state, waiter, first);
         return;
       }
-      // Waiting behind a lease of this process: its expiry must pass the lock on when it comes.
-      state.holder?.watchExpiry();
       this.#pump(state);
       // (A wait past 2^31 - 1 ms, about 25 days, needs no timer: setTimeout cannot hold it anyway.)
       if (waiter.state === 'queued' && wait < 2 ** 31) {
@@ -377,30 +377,42 @@ class LockManager implements Locks {
    * the lease when the lock was free, else to the attempt's outcome, which the head's wait loop
    * continues from (so waiting costs no extra attempt).
    */
-  async #probe(state: KeyState, head: Waiter): Promise<Lease | FirstAttempt> {
+  async #probe(state: KeyState, head: Waiter): Promise<Lease | Attempt> {
     head.state = 'active';
     this.#active.set(head.member, head);
-    const { keys, token, ttl } = head;
-    const inboxWasListening = head.strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
-    const sentAt = now();
-    head.attempts++;
-    head.inFlight = true;
-    let reply: AcquireReply;
+    let first: Attempt;
     try {
-      reply = await this.#attempt(keys, token, ttl, inboxWasListening ? head.member : undefined);
+      first = await this.#headAttempt(head);
     } catch (error) {
-      head.inFlight = false;
       this.#settle(state, head);
       this.#pump(state);
       this.#forget(state);
       throw error;
     }
-    head.inFlight = false;
-    if (reply.acquired && !head.stop && validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+    const { reply, sentAt } = first;
+    if (reply.acquired && !head.stop && validUntil(sentAt, head.ttl, this.#settings.driftFactor) > now()) {
       this.#settle(state, head);
-      return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew, reply.replicated);
+      return this.#lease(state, head.keys, head.token, reply.fence, head.ttl, sentAt, head.renew, reply.replicated);
     }
-    return { reply, sentAt, inboxWasListening };
+    return first;
+  }
+
+  /**
+   * One attempt of the head of a lock's local queue. With `notify` it queues in the backend only
+   * once a grant can be heard: a release takes a queued waiter whose inbox has no listener for a
+   * dead one, and passes it over.
+   */
+  async #headAttempt(head: Waiter): Promise<Attempt> {
+    const inboxWasListening = head.strategy === 'notify' && this.#inboxReady?.listening(head.keys) === true;
+    const sentAt = now();
+    head.attempts++;
+    head.inFlight = true;
+    try {
+      const reply = await this.#attempt(head.keys, head.token, head.ttl, inboxWasListening ? head.member : undefined);
+      return { reply, sentAt, inboxWasListening };
+    } finally {
+      head.inFlight = false;
+    }
   }
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
@@ -458,7 +470,7 @@ class LockManager implements Locks {
     void this.#serveHead(state, head);
   }
 
-  async #serveHead(state: KeyState, head: Waiter, first?: FirstAttempt): Promise<void> {
+  async #serveHead(state: KeyState, head: Waiter, first?: Attempt): Promise<void> {
     let lease: Lease;
     this.#active.set(head.member, head);
     try {
@@ -514,19 +526,15 @@ class LockManager implements Locks {
   }
 
   /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
-  async #waitRemotely(state: KeyState, head: Waiter, first?: FirstAttempt): Promise<Lease> {
+  async #waitRemotely(state: KeyState, head: Waiter, first?: Attempt): Promise<Lease> {
     const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
     let pending = first;
     for (;;) {
-      let reply: AcquireReply;
-      let sentAt: number;
-      let inboxWasListening: boolean;
-      if (pending) {
-        // The probe's attempt (#probe): continue from its outcome.
-        ({ reply, sentAt, inboxWasListening } = pending);
-        pending = undefined;
-      } else {
+      // The first time round, the probe's attempt (#probe), if it made one: continue from it.
+      let attempt = pending;
+      pending = undefined;
+      if (!attempt) {
         throwIfStopped(head);
         const fence = takeGrant(head);
         if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
@@ -535,16 +543,9 @@ class LockManager implements Locks {
           return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
         }
         // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
-        // Whether a grant for this attempt's queue entry could be announced before the inbox listened.
-        inboxWasListening = member !== undefined && this.#inboxReady?.listening(keys) === true;
-        // Queue in the backend only once a grant can be heard: a release takes a queued waiter
-        // whose inbox has no listener for a dead one, and passes it over.
-        const queueAs = inboxWasListening ? member : undefined;
-        sentAt = now();
-        head.attempts++;
-        head.inFlight = true;
-        reply = await this.#attempt(keys, token, ttl, queueAs).finally(() => (head.inFlight = false));
+        attempt = await this.#headAttempt(head);
       }
+      const { reply, sentAt, inboxWasListening } = attempt;
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
@@ -725,8 +726,8 @@ function giveUp(key: string, waiter: Waiter, outcome: QuorumOutcome | undefined)
   return new LockTimeoutError(key, now() - waiter.started, waiter.attempts, outcome);
 }
 
-/** An attempt made before the wait loop started (by #probe), which the loop continues from. */
-interface FirstAttempt {
+/** One attempt of a queue's head: its reply, when it was sent, and whether the inbox listened then. */
+interface Attempt {
   readonly reply: AcquireReply;
   readonly sentAt: number;
   readonly inboxWasListening: boolean;

@@ -108,7 +108,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   function each<T>(
     ms: number,
     hung: 'skip' | 'send',
-    call: (node: RedisBackend) => Promise<T>,
+    call: (node: RedisBackend, index: number) => Promise<T>,
     isFor: (value: T) => boolean,
     late?: (index: number, value: T) => void,
   ): Promise<Answer<T>[]> {
@@ -149,7 +149,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           // Sent without waiting, up to a bound: a black-holed connection must not grow without end.
           if (hung === 'send' && queuedToHung[index]! < MAX_QUEUED_TO_HUNG) {
             queuedToHung[index]!++;
-            call(node)
+            call(node, index)
               .catch(() => {})
               .finally(() => queuedToHung[index]!--);
           }
@@ -157,7 +157,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           return;
         }
         if (since !== undefined) probedAt[index] = t;
-        call(node).then(
+        call(node, index).then(
           (value) => {
             hungSince[index] = undefined; // it answers again
             if (done) late?.(index, value);
@@ -211,39 +211,22 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   }
 
   /**
-   * Lifts the counters of the voters that issued less than `fence`; resolves true as soon as a
-   * majority is at `fence` or above, false when that can no longer happen or at the timeout.
+   * Lifts the counters of the voters that issued less than `fence`; true as soon as a majority
+   * is at `fence` or above, false when that can no longer happen or at the timeout.
    */
-  function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
-    return new Promise<boolean>((resolve) => {
-      let atFence = 0;
-      let open = 0;
-      const timer = setTimeout(() => resolve(false), timeoutFor(ttl));
-      timer.unref();
-      const settle = (raised: boolean): void => {
-        open--;
-        if (raised) atFence++;
-        if (atFence >= quorum || open === 0) {
-          clearTimeout(timer);
-          resolve(atFence >= quorum);
-        }
-      };
-      fences.forEach((f, i) => {
-        if (f === undefined) return;
-        if (f >= fence) atFence++;
-        else {
-          open++;
-          nodes[i]!.raiseFence(keys, fence, ttl).then(
-            () => settle(true),
-            () => settle(false),
-          );
-        }
-      });
-      if (atFence >= quorum || open === 0) {
-        clearTimeout(timer);
-        resolve(atFence >= quorum);
-      }
-    });
+  async function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
+    const atFence = await each(
+      timeoutFor(ttl),
+      'skip',
+      (node, i) => {
+        const f = fences[i];
+        if (f === undefined) return Promise.resolve(false); // not a voter
+        if (f >= fence) return Promise.resolve(true);
+        return node.raiseFence(keys, fence, ttl).then(() => true);
+      },
+      (raised) => raised,
+    );
+    return atFence.filter((a) => a.ok && a.value).length >= quorum;
   }
 
   return {
@@ -259,8 +242,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       const answers = await each(
         timeoutFor(ttl),
         'skip',
-        (node) => {
-          const index = nodes.indexOf(node);
+        (node, index) => {
           const sent = lastAttempt[index]!;
           if (sent.size >= 4096) sent.clear(); // unknown attempts are never given back: only a TTL's delay
           sent.set(token, attempt);
@@ -332,22 +314,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       return answers.some((a) => !a.ok || a.value);
     },
 
-    fencedWrite() {
-      return Promise.reject(
-        new UnsupportedError(
-          'fencedWrite on a Redlock manager',
-          'a fenced resource lives on one Redis; call fencedWrite on a manager for that Redis (createLocks({ redis }))',
-        ),
-      );
-    },
-    fencedRead() {
-      return Promise.reject(
-        new UnsupportedError(
-          'fencedRead on a Redlock manager',
-          'a fenced resource lives on one Redis; call fencedRead on a manager for that Redis (createLocks({ redis }))',
-        ),
-      );
-    },
+    fencedWrite: () => Promise.reject(onOneRedis('fencedWrite')),
+    fencedRead: () => Promise.reject(onOneRedis('fencedRead')),
 
     async watchInbox(managerId, listener) {
       // A hung node never completes its subscription: wait for each a bounded time, and add the
@@ -385,6 +353,14 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       await Promise.all(nodes.map((node) => node.close().catch(() => {})));
     },
   };
+}
+
+/** A fenced resource lives on one Redis, not on a quorum. */
+function onOneRedis(operation: string): UnsupportedError {
+  return new UnsupportedError(
+    `${operation} on a Redlock manager`,
+    `a fenced resource lives on one Redis; call ${operation} on a manager for that Redis (createLocks({ redis }))`,
+  );
 }
 
 const isOk = (reply: OwnershipReply | ReleaseReply): boolean => reply === 'ok' || typeof reply === 'object';

@@ -52,14 +52,16 @@ export function rawClient(server: RedisServer): Redis {
   return new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
 }
 
-/** A harness on a real server, given a way to get a client for each new manager. */
+/**
+ * A harness on a real server or cluster, given a raw ioredis client on it (for inspecting and
+ * tampering with keys; closed with the harness) and a way to get a client for each new manager.
+ */
 function redisHarness(
   name: string,
-  server: RedisServer,
+  raw: Redis | Cluster,
   clientFor: (index: number) => unknown,
   closeClients: () => Promise<unknown>,
 ): BackendHarness {
-  const raw = rawClient(server);
   const made: Locks[] = [];
   return {
     name,
@@ -84,7 +86,7 @@ export async function ioredisHarness(server: RedisServer): Promise<BackendHarnes
   const clients: Redis[] = [];
   return redisHarness(
     'redis via ioredis',
-    server,
+    rawClient(server),
     () => {
       const client = new Redis(server.port, '127.0.0.1');
       clients.push(client);
@@ -106,7 +108,7 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
   );
   return redisHarness(
     'redis via node-redis',
-    server,
+    rawClient(server),
     (index) => pool[index % pool.length],
     () => Promise.all(pool.map((c) => c.close())),
   );
@@ -159,31 +161,29 @@ export function redlockHarness(servers: readonly RedisServer[]): BackendHarness 
   };
 }
 
-/** Redis Cluster through ioredis `Cluster`: one client per manager. */
-export function ioredisClusterHarness(cluster: RedisCluster): BackendHarness {
+/** A raw client on a cluster, for inspecting and tampering with keys. */
+function rawClusterClient(cluster: RedisCluster): Cluster {
   const raw = new Cluster(cluster.startupNodes);
   raw.on('error', () => {});
-  const made: Locks[] = [];
+  return raw;
+}
+
+/** Redis Cluster through ioredis `Cluster`: one client per manager. */
+export function ioredisClusterHarness(cluster: RedisCluster): BackendHarness {
   const clients: Cluster[] = [];
-  return {
-    name: 'redis cluster via ioredis',
-    locks: (settings) => {
+  return redisHarness(
+    'redis cluster via ioredis',
+    rawClusterClient(cluster),
+    () => {
       const client = new Cluster(cluster.startupNodes);
       client.on('error', () => {});
       clients.push(client);
-      const locks = createLocks({ ...settings, redis: client });
-      made.push(locks);
-      return locks;
+      return client;
     },
-    forceDelete: async (prefix, lock) => {
-      await raw.del(lockKeys(prefix, lock).lock);
+    async () => {
+      for (const c of clients) c.disconnect();
     },
-    queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
-    close: async () => {
-      await Promise.all(made.map((l) => l.close()));
-      for (const c of [...clients, raw]) c.disconnect();
-    },
-  };
+  );
 }
 
 /** Redis Cluster through node-redis `createCluster`: a small pool of connected clients, shared by the managers. */
@@ -196,21 +196,26 @@ export async function nodeRedisClusterHarness(cluster: RedisCluster): Promise<Ba
       return client;
     }),
   );
-  const made: Locks[] = [];
-  return {
-    name: 'redis cluster via node-redis',
-    locks: (settings) => {
-      const locks = createLocks({ ...settings, redis: pool[made.length % pool.length] });
-      made.push(locks);
-      return locks;
-    },
-    forceDelete: async (prefix, lock) => {
-      await pool[0]!.del(lockKeys(prefix, lock).lock);
-    },
-    queued: (prefix, lock) => pool[0]!.zCard(lockKeys(prefix, lock).queue),
-    close: async () => {
-      await Promise.all(made.map((l) => l.close()));
-      await Promise.all(pool.map((c) => c.close()));
-    },
-  };
+  return redisHarness(
+    'redis cluster via node-redis',
+    rawClusterClient(cluster),
+    (index) => pool[index % pool.length],
+    () => Promise.all(pool.map((c) => c.close())),
+  );
+}
+
+type Droppable = { on(event: 'error', listener: () => void): unknown; disconnect(): void };
+
+/**
+ * `createLocks(options)` over clients made for it: their errors are left to the calls that fail,
+ * and `cleanup` closes the manager, then drops the clients.
+ */
+export function managerOver(cleanup: Array<() => Promise<unknown>>, clients: readonly Droppable[], options: LocksOptions): Locks {
+  for (const client of clients) client.on('error', () => {});
+  const locks = createLocks(options);
+  cleanup.push(async () => {
+    await locks.close();
+    for (const client of clients) client.disconnect();
+  });
+  return locks;
 }

@@ -5,9 +5,9 @@
  */
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocks, type Lease, type Locks } from '../../src/index.js';
+import { type Lease, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { uniquePrefix } from '../helpers/harness.js';
+import { uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 
 let cluster: RedisCluster;
@@ -23,13 +23,7 @@ afterAll(async () => {
 
 function manager(settings: { prefix: string; recheck?: number }): Locks {
   const client = new Cluster(cluster.startupNodes);
-  client.on('error', () => {});
-  const locks = createLocks({ ...settings, redis: client });
-  cleanup.push(async () => {
-    await locks.close();
-    client.disconnect();
-  });
-  return locks;
+  return managerOver(cleanup, [client], { ...settings, redis: client });
 }
 
 /** Lock names grouped by the master that serves their keys. */

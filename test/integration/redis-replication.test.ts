@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLocks, InvalidOptionError, ReplicationError, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { rawClient, uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
@@ -40,13 +40,7 @@ async function startPair(): Promise<{ primary: RedisServer; replica: RedisServer
 
 function managerOn(server: RedisServer, settings: Parameters<typeof createLocks>[0] = {}): Locks {
   const client = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => {});
-  const locks = createLocks({ ...settings, redis: client });
-  cleanup.push(async () => {
-    await locks.close();
-    client.disconnect();
-  });
-  return locks;
+  return managerOver(cleanup, [client], { ...settings, redis: client });
 }
 
 /**

@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocks, type Locks } from '../../src/index.js';
-import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { rawClient, uniquePrefix, managerOver } from '../helpers/harness.js';
 import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 let primary: RedisServer;
@@ -72,13 +72,7 @@ afterAll(async () => {
 
 function viaSentinel(settings: Parameters<typeof createLocks>[0]): Locks {
   const client = new Redis({ sentinels: [{ host: '127.0.0.1', port: sentinelPort }], name: 'main', maxRetriesPerRequest: 20 });
-  client.on('error', () => {});
-  const locks = createLocks({ ...settings, redis: client });
-  cleanup.push(async () => {
-    await locks.close();
-    client.disconnect();
-  });
-  return locks;
+  return managerOver(cleanup, [client], { ...settings, redis: client });
 }
 
 describe('Sentinel', () => {

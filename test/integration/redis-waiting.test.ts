@@ -7,8 +7,8 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { createLocks, LeaseLostError, type Locks } from '../../src/index.js';
-import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
+import { LeaseLostError, type Locks } from '../../src/index.js';
+import { uniquePrefix, useRedisServer, managerOver } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { aborted } from '../contract/lock-contract.js';
 
@@ -17,13 +17,7 @@ const cleanup = redis.cleanup;
 
 function manager(settings: { prefix: string; recheck?: number }, port = redis.server.port): Locks {
   const client = new Redis(port, '127.0.0.1');
-  client.on('error', () => {});
-  const locks = createLocks({ ...settings, redis: client });
-  cleanup.push(async () => {
-    await locks.close();
-    client.disconnect();
-  });
-  return locks;
+  return managerOver(cleanup, [client], { ...settings, redis: client });
 }
 
 async function scriptCalls(): Promise<number> {

@@ -15,7 +15,7 @@ import {
 } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { releaseScript } from '../../src/lua/scripts.generated.js';
-import { rawClient, uniquePrefix } from '../helpers/harness.js';
+import { rawClient, uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { aborted } from '../contract/lock-contract.js';
 
@@ -36,17 +36,8 @@ afterAll(async () => {
 
 /** A Redlock manager over `on` (default: the three servers), with its own clients (no retries, so a dead node fails fast). */
 function redlock(settings: { prefix: string; nodeTimeout?: number; recheck?: number }, on: readonly RedisServer[] = servers): Locks {
-  const clients = on.map((s) => {
-    const c = new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
-    c.on('error', () => {});
-    return c;
-  });
-  const locks = createLocks({ ...settings, redlock: clients });
-  cleanup.push(async () => {
-    await locks.close();
-    for (const c of clients) c.disconnect();
-  });
-  return locks;
+  const clients = on.map((s) => new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => 50 }));
+  return managerOver(cleanup, clients, { ...settings, redlock: clients });
 }
 
 /** Keeps asking until `check` holds, for at most `ms` (for effects of late replies, which no event announces). */
