@@ -11,7 +11,7 @@ import {
   raiseFenceScript,
   releaseScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type AcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -46,6 +46,8 @@ export interface Replication {
  */
 /** A single Redis backend, with what Redlock needs of each of its nodes besides. */
 export interface RedisBackend extends Backend {
+  /** As {@link Backend.acquire}; with `fenceFloor`, the fence is the floor when the counter is below it (see acquire.lua). */
+  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): Promise<AcquireReply>;
   /** Lifts the lock's fence counter to at least `fence` (see raise-fence.lua). */
   raiseFence(keys: LockKeys, fence: number, ttl: number): Promise<void>;
 }
@@ -69,10 +71,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     handsOff: !wake,
-    async acquire(keys: LockKeys, token: string, ttl: number, queue) {
+    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number) {
       const client = ready ?? (await connect());
       const scriptKeys = [keys.lock, keys.fence, keys.queue, keys.alive];
-      const args = [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0)];
+      const args = [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0), fenceFloor === undefined ? '' : String(fenceFloor)];
       if (!replication) {
         const [status, value] = asPair(await runScript(client, acquireScript, scriptKeys, args), acquireScript);
         return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };

@@ -16,12 +16,18 @@
   ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
   ARGV[4]  waiter      "<inbox>:<id>" to queue under when the lock is busy, or "" not to queue
   ARGV[5]  entry ttl   how long a queue entry lives without another attempt, milliseconds
+  ARGV[6]  floor       "" on a single Redis; on a Redlock node, the caller's proposed fence (its
+                       clock in microseconds): see Returns
 
   Returns
     {1, fence}  acquired. fence = max(last fence + 1, server TIME in microseconds): it grows
                 strictly on this server, and stays above earlier fences when the counter was
                 lost (restart without persistence, failover), unless the server clock went back
-                past the last fence. The caller's queue entry, if any, is removed.
+                past the last fence. With a floor, fence = max(last fence + 1, floor) while the
+                counter exists (max(TIME, floor) when it does not): the nodes of a Redlock
+                majority whose counters agree then issue the same fence, and the caller needs no
+                second round trip to raise the lower ones. The caller's queue entry, if any, is
+                removed.
                 If the lock already holds ARGV[1] (a retried or replayed acquire, or a grant by
                 a release whose message has not arrived yet), the lease is refreshed to ttl and
                 the fence it was issued is returned again.
@@ -36,9 +42,18 @@ local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
 
 -- The next fence: above the last one issued, and never below the server clock in µs.
 local function issueFence(last)
-  local now = redis.call('TIME')
-  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local previous = last and tonumber(last)
+  local floor = tonumber(ARGV[6])
+  local fence
+  if previous and floor then
+    fence = floor
+  else
+    local now = redis.call('TIME')
+    fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    if floor and floor > fence then
+      fence = floor
+    end
+  end
   if previous and previous >= fence then
     fence = previous + 1
   end

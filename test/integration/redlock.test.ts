@@ -71,6 +71,39 @@ describe('Redlock', () => {
     expect(await eventually(async () => (await Promise.all(raws.map((r) => r.exists(key)))).every((n) => n === 0))).toBe(true);
   });
 
+  it('in the steady state an acquire is one script per node: the voters issue the same fence and none needs raising', async () => {
+    const prefix = uniquePrefix();
+    const locks = redlock({ prefix });
+    // The first acquire finds no counters; from then on the counters agree.
+    await (await locks.acquire('steady', { ttl: 5000 })).release();
+    const keyOf = lockKeys(prefix, 'steady');
+    const scriptCalls = async (): Promise<number> => {
+      let sum = 0;
+      for (const raw of raws) {
+        const stats = await raw.info('commandstats');
+        for (const m of stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) sum += Number(m[1]);
+      }
+      return sum;
+    };
+    // Wait for the stragglers' copies of the first release before counting.
+    expect(await eventually(async () => (await Promise.all(raws.map((r) => r.exists(keyOf.lock)))).every((n) => n === 0))).toBe(true);
+    const before = await scriptCalls();
+    const rounds = 5;
+    let last = 0;
+    for (let i = 0; i < rounds; i++) {
+      const lease = await locks.acquire('steady', { ttl: 5000 });
+      expect(lease.fence).toBeGreaterThan(last);
+      last = lease.fence;
+      const fences = await Promise.all(raws.map((r) => fenceOn(r, prefix, 'steady')));
+      expect(fences.filter((f) => f === lease.fence).length).toBeGreaterThanOrEqual(2);
+      await lease.release();
+      expect(await eventually(async () => (await Promise.all(raws.map((r) => r.exists(keyOf.lock)))).every((n) => n === 0))).toBe(true);
+    }
+    // An acquire and a release per node per round, and no raise-fence script. (This test's own
+    // probes are EXISTS, GET and INFO, not scripts.)
+    expect((await scriptCalls()) - before).toBe(rounds * 2 * raws.length);
+  });
+
   it('wins with a majority while a minority is held by another owner, and not without one', async () => {
     const prefix = uniquePrefix();
     const locks = redlock({ prefix });
