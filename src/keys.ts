@@ -13,16 +13,32 @@ export interface LockKeys {
   readonly queue: string;
   /** Hash from queued waiter to the deadline after which its entry is dead. */
   readonly alive: string;
+  /** Hash describing the holder (who, since), when recorded: see the `holder` option. */
+  readonly holder: string;
 }
 
 export const DEFAULT_PREFIX = 'latchkey:';
 
 export function lockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}{${name}}`;
-  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive` };
+  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder` };
 }
 
 /** The channel prefix of waiters' inboxes: a manager listens on `<prefix>inbox:<managerId>`. */
 export function inboxPrefix(prefix: string): string {
   return `${prefix}inbox:`;
+}
+
+/** Escapes Redis glob characters, so that a key prefix matches itself only. */
+export function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+/** Lock names from lock keys `<prefix>{<name>}`, sorted, without duplicates. */
+export function namesOf(keys: readonly string[], keyPrefix: string): string[] {
+  const names = new Set<string>();
+  for (const key of keys) {
+    if (key.startsWith(`${keyPrefix}{`) && key.endsWith('}')) names.add(key.slice(keyPrefix.length + 1, -1));
+  }
+  return [...names].sort();
 }

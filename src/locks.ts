@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend, type Replication } from './backend/redis-backend.js';
@@ -7,6 +8,7 @@ import { adaptClient, addressOf, connectUrl } from './client/detect.js';
 import type { ScriptClient } from './client/script-client.js';
 import { now, validUntil } from './clock.js';
 import {
+  BackendError,
   ClosedError,
   InvalidOptionError,
   LockAbortedError,
@@ -18,6 +20,7 @@ import {
 import { undecided, type QuorumOutcome } from './backend/quorum.js';
 import { DEFAULT_PREFIX, lockKeys, type LockKeys } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
+import { lockInfo, type LockInfo } from './lock-info.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 import { TokenSource } from './token.js';
@@ -65,6 +68,21 @@ export interface Locks {
   fencedWrite(resource: string, value: string, fence: number | Lease): Promise<void>;
   /** Reads a resource written by {@link Locks.fencedWrite}; `null` if never written. */
   fencedRead(resource: string): Promise<FencedValue | null>;
+  /** A snapshot of the lock `key`: held or not, TTL left, last fence, queued waiters, and its holder if recorded. */
+  inspect(key: string): Promise<LockInfo>;
+  /**
+   * The locks held now under this manager's prefix whose name matches the Redis glob `pattern`
+   * (default `*`), sorted by name. Uses SCAN (on Redis Cluster, on every master): fine for
+   * operators and dashboards, not for a hot path.
+   */
+  list(pattern?: string): Promise<LockInfo[]>;
+  /**
+   * An operator's escape hatch: ends whichever lease holds `key` and passes the lock on to the
+   * next waiter, as its holder's release would. The holder is not told; its next renewal fails,
+   * so a watchdog-renewed lease reports the loss through its signal. Resolves to what was broken
+   * (its holder, if recorded), or `null` when the lock was free.
+   */
+  forceRelease(key: string): Promise<LockInfo | null>;
   /**
    * Stops waits in progress (they reject with a `LockAbortedError`), releases the leases this
    * manager holds, and closes the connections latchkey made. A borrowed client stays open.
@@ -80,6 +98,8 @@ interface Settings {
   readonly driftFactor: number;
   readonly tuning: WaitTuning;
   readonly localHandoffs: number;
+  /** What to record as the holder of each lease, if anything. */
+  readonly holder: string | undefined;
 }
 
 /**
@@ -105,8 +125,18 @@ export function createLocks(options?: LocksOptions): Locks {
     driftFactor: o.driftFactor === undefined ? 0.01 : checkFraction(o.driftFactor, 'driftFactor', 0.5),
     tuning: { ...DEFAULT_TUNING, ...(o.recheck === undefined ? {} : { recheck: checkCount(o.recheck, 'recheck', 1) }) },
     localHandoffs: o.localHandoffs === undefined ? 8 : checkCount(o.localHandoffs, 'localHandoffs', 0),
+    holder: checkHolder(o.holder),
   };
   return new LockManager(chooseBackend(o, settings.prefix), settings);
+}
+
+function checkHolder(value: unknown): string | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return `${hostname()} pid ${process.pid}`;
+  if (typeof value !== 'string' || value === '' || value.length > 200) {
+    throw new InvalidOptionError('holder', 'true, false, or a description of at most 200 characters', value);
+  }
+  return value;
 }
 
 /** Connects to a URL given as option `option`; a failure is reported by the first call that needs the connection. */
@@ -264,6 +294,34 @@ class LockManager implements Locks {
   async fencedRead(resource: string): Promise<FencedValue | null> {
     this.#assertOpen();
     return this.#backend.fencedRead(checkKey(resource, 'resource'));
+  }
+
+  async inspect(key: string): Promise<LockInfo> {
+    this.#assertOpen();
+    const name = checkKey(key);
+    return lockInfo(name, await this.#backend.inspect(lockKeys(this.#settings.prefix, name)));
+  }
+
+  async list(pattern = '*'): Promise<LockInfo[]> {
+    this.#assertOpen();
+    if (typeof pattern !== 'string' || pattern === '') throw new InvalidOptionError('pattern', 'a non-empty Redis glob pattern, e.g. "orders:*"', pattern);
+    const names = await this.#backend.lockNames(this.#settings.prefix, pattern);
+    const infos = await Promise.all(names.map((name) => this.inspect(name)));
+    return infos.filter((info) => info.held);
+  }
+
+  async forceRelease(key: string): Promise<LockInfo | null> {
+    this.#assertOpen();
+    const name = checkKey(key);
+    const keys = lockKeys(this.#settings.prefix, name);
+    // The lease can change hands between the look and the release: look again, a few times.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const snapshot = await this.#backend.inspect(keys);
+      if (snapshot.token === null) return null;
+      const reply = await this.#backend.release(keys, snapshot.token);
+      if (reply === 'ok') return lockInfo(name, snapshot);
+    }
+    throw new BackendError('forceRelease', `the lock "${name}" kept changing hands; try again`);
   }
 
   async close(): Promise<void> {
@@ -657,6 +715,8 @@ class LockManager implements Locks {
     // wait behind it (they get the lock when it ends). This may end it at once, through onEnd.
     if (renew || state.waiters.length > 0) lease.watchExpiry();
     if (this.#closed) void lease.release().catch(() => {});
+    // Informational: a failure (or a lease already gone) only leaves the holder unrecorded.
+    else if (this.#settings.holder !== undefined) void this.#backend.recordHolder(keys, token, this.#settings.holder).catch(() => {});
     return lease;
   }
 

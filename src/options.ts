@@ -54,6 +54,13 @@ export interface LocksOptions extends BackendOptions {
    * Default 8.
    */
   readonly localHandoffs?: number;
+  /**
+   * Record who holds each lease this manager takes, for {@link Locks.inspect}, {@link Locks.list}
+   * and `latchkey list`: `true` records `<hostname> pid <pid>`, a string records itself (at most
+   * 200 characters; no secrets: anyone who can read the keys sees it). It costs one write after
+   * each acquire, sent without waiting for it. Default `false`.
+   */
+  readonly holder?: boolean | string;
 }
 
 /** Options of `acquire` and `tryAcquire`. */
@@ -74,4 +81,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder'] as const;

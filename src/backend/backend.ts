@@ -1,6 +1,28 @@
 import type { LockKeys } from '../keys.js';
 import type { QuorumOutcome } from './quorum.js';
 
+/** What {@link Backend.inspect} found: the raw material of {@link LockInfo}, with the token for a forced release. */
+export interface LockSnapshot {
+  /** The holder's token (never shown), or null when the lock is free. */
+  readonly token: string | null;
+  /** Remaining time to live, ms; -1 when the key has no expiry (not set by latchkey); 0 when free. */
+  readonly ttl: number;
+  /** The last fence issued for the lock, when still known. */
+  readonly fence: number | null;
+  /** Entries in the lock's wait queue. */
+  readonly queued: number;
+  /** Who holds it, when the holder recorded itself (the `holder` option). */
+  readonly holder: HolderInfo | null;
+}
+
+/** Who holds a lock, as recorded with the `holder` option. */
+export interface HolderInfo {
+  /** The holder's description: by default `<hostname> pid <pid>`. */
+  readonly who: string;
+  /** When the lease was recorded, ms since the epoch (the store's clock). */
+  readonly since: number;
+}
+
 /** What one acquire attempt found. */
 export type AcquireReply =
   | {
@@ -77,6 +99,12 @@ export interface Backend {
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
   fencedRead(resource: string): Promise<FencedValue | null>;
+  /** Notes who holds the lease (for {@link Backend.inspect}); false when the lock no longer holds `token`. */
+  recordHolder(keys: LockKeys, token: string, who: string): Promise<boolean>;
+  /** A consistent snapshot of one lock (read-only). */
+  inspect(keys: LockKeys): Promise<LockSnapshot>;
+  /** The names of the locks that exist under `prefix` whose name matches the glob `pattern`. */
+  lockNames(prefix: string, pattern: string): Promise<string[]>;
   /**
    * Opens a manager's inbox: `listener(member, fence)` is called when a release granted the lock
    * to one of its waiters (fence 0: only woke it), and `listener(undefined)` after a reconnect

@@ -4,18 +4,23 @@ import type {
   FencedValue,
   FencedWriteReply,
   HandOff,
+  HolderInfo,
+  LockSnapshot,
   OwnershipReply,
   QueueEntry,
   ReleaseReply,
 } from './backend.js';
 import { managerInbox } from './backend.js';
 import { now } from '../clock.js';
+import { globToRegExp } from '../glob.js';
+import { escapeGlob, namesOf } from '../keys.js';
 
 interface Entry {
   token: string;
   /** Monotonic ms. */
   expiresAt: number;
   fence: number;
+  holder?: HolderInfo;
 }
 
 /** A queued waiter: until when its entry lives (monotonic ms), and what a grant needs. */
@@ -130,6 +135,33 @@ export class MemoryStore {
   }
 
   /** @internal Used by the memory backend. */
+  recordHolder(key: string, token: string, who: string): boolean {
+    const entry = this.#live(key, now());
+    if (entry?.token !== token) return false;
+    entry.holder = { who, since: Date.now() };
+    return true;
+  }
+
+  /** @internal Used by the memory backend. */
+  inspect(key: string): LockSnapshot {
+    const t = now();
+    const entry = this.#live(key, t);
+    return {
+      token: entry?.token ?? null,
+      ttl: entry ? Math.max(1, Math.ceil(entry.expiresAt - t)) : 0,
+      fence: entry?.fence ?? null,
+      queued: this.queueLength(key),
+      holder: entry?.holder ?? null,
+    };
+  }
+
+  /** @internal Used by the memory backend: the keys of held locks. */
+  heldKeys(): string[] {
+    this.#sweep();
+    return [...this.#locks.keys()];
+  }
+
+  /** @internal Used by the memory backend. */
   fencedWrite(resource: string, value: string, fence: number): FencedWriteReply {
     const current = this.#resources.get(resource);
     if (current && current.fence > fence) return { accepted: false, highest: current.fence };
@@ -192,6 +224,12 @@ export function memoryBackend(store: MemoryStore): Backend {
     release: async (keys, token, handOff) => store.release(keys.lock, token, handOff),
     extend: async (keys, token, ttl) => store.extend(keys.lock, token, ttl),
     leave: async (keys, member, token) => store.leave(keys.lock, member, token),
+    recordHolder: async (keys, token, who) => store.recordHolder(keys.lock, token, who),
+    inspect: async (keys) => store.inspect(keys.lock),
+    lockNames: async (prefix, pattern) => {
+      const match = globToRegExp(`${escapeGlob(prefix)}{${pattern}}`);
+      return namesOf(store.heldKeys().filter((key) => match.test(key)), prefix);
+    },
     fencedWrite: async (resource, value, fence) => store.fencedWrite(resource, value, fence),
     fencedRead: async (resource) => store.fencedRead(resource),
     watchInbox: async (managerId, listener) => {

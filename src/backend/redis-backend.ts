@@ -1,6 +1,6 @@
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, ReplicationError } from '../errors.js';
-import { inboxPrefix, type LockKeys } from '../keys.js';
+import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import { asInteger, asPair, runScript, runScriptReplicated } from '../lua/run-script.js';
 import {
   acquireScript,
@@ -10,8 +10,10 @@ import {
   leaveScript,
   raiseFenceScript,
   releaseScript,
+  recordHolderScript,
+  inspectScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type AcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -94,7 +96,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const reply = await runScript(
         client,
         releaseScript,
-        [keys.lock, keys.fence, keys.queue, keys.alive],
+        [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
         [
           token,
           client.cluster ? lockInboxPrefix(keys) : inboxes,
@@ -110,7 +112,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return status === 2 ? { handedOff: fence } : ownership(status, 'release');
     },
     async extend(keys, token, ttl) {
-      const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock], [token, String(ttl)]);
+      const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock, keys.holder], [token, String(ttl)]);
       return ownership(asInteger(reply, extendScript), 'extend');
     },
     async raiseFence(keys, fence, ttl) {
@@ -134,6 +136,22 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       }
       throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
     },
+    async recordHolder(keys, token, who) {
+      const reply = await runScript(ready ?? (await connect()), recordHolderScript, [keys.lock, keys.holder], [token, who]);
+      return asInteger(reply, recordHolderScript) === 1;
+    },
+    async inspect(keys) {
+      const reply = await runScript(ready ?? (await connect()), inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []);
+      return asSnapshot(reply);
+    },
+    async lockNames(keyPrefix, pattern) {
+      const client = ready ?? (await connect());
+      try {
+        return namesOf(await client.scan(`${escapeGlob(keyPrefix)}{${pattern}}`), keyPrefix);
+      } catch (error) {
+        throw new BackendError('scan', error instanceof Error ? error.message : String(error), { cause: error });
+      }
+    },
     async watchInbox(managerId, listener) {
       const client = ready ?? (await connect());
       const inbox = client.cluster ? await openLockInbox(client, managerId, listener) : await openInbox(client, inboxes + managerId, listener);
@@ -153,5 +171,22 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },
+  };
+}
+
+/** Narrows inspect.lua's reply. */
+function asSnapshot(reply: unknown): LockSnapshot {
+  if (!Array.isArray(reply) || reply.length !== 6) {
+    throw new BackendError('inspect', `unexpected reply ${JSON.stringify(reply)} (expected 6 fields)`);
+  }
+  const [token, pttl, fence, queued, who, since] = reply as unknown[];
+  const held = typeof token === 'string';
+  const ttl = asInteger(pttl, inspectScript);
+  return {
+    token: held ? token : null,
+    ttl: held ? ttl : 0,
+    fence: fence === null || fence === undefined ? null : asInteger(fence, inspectScript),
+    queued: asInteger(queued, inspectScript),
+    holder: held && typeof who === 'string' && since != null ? { who, since: asInteger(since, inspectScript) } : null,
   };
 }

@@ -1,6 +1,6 @@
 import { QuorumError, UnsupportedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
-import type { AcquireReply, Backend, Inbox, OwnershipReply, ReleaseReply } from './backend.js';
+import type { AcquireReply, Backend, Inbox, LockSnapshot, OwnershipReply, ReleaseReply } from './backend.js';
 import { quorumOf, tally, undecided, type NodeVote, type QuorumOutcome } from './quorum.js';
 import type { RedisBackend } from './redis-backend.js';
 
@@ -192,6 +192,10 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     for (const node of nodes) node.release(keys, token).catch(() => {});
   };
 
+  /** A read's vote: a node that answered is for. */
+  const voteOf = (index: number, a: Answer<unknown>): NodeVote =>
+    a.ok ? { node: nodes[index]!.name, vote: 'for' } : { node: nodes[index]!.name, vote: 'error', error: a.error };
+
   /** Votes on an extend or release: `ok` is for; `gone` or `taken` against. */
   function ownershipVotes(answers: Answer<OwnershipReply | ReleaseReply>[]): { votes: NodeVote[]; taken: boolean } {
     let taken = false;
@@ -318,6 +322,38 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       const answers = await each(timeoutFor(1000), 'send', (node) => node.leave(keys, member, token), () => false);
       // A node that still holds our token (an acquire that went through late): the caller releases it.
       return answers.some((a) => !a.ok || a.value);
+    },
+
+    async recordHolder(keys, token, who) {
+      const answers = await each(timeoutFor(1000), 'skip', (node) => node.recordHolder(keys, token, who), (recorded) => recorded);
+      return answers.filter((a) => a.ok && a.value).length >= quorum;
+    },
+
+    async inspect(keys): Promise<LockSnapshot> {
+      // Every node's view (not just a majority's): the lock is held when a majority holds one token.
+      const answers = await each(timeoutFor(1000), 'skip', (node) => node.inspect(keys), () => false);
+      const views = answers.flatMap((a) => (a.ok ? [a.value] : []));
+      if (views.length < quorum) throw new QuorumError(keys.name, tally('inspect', quorum, answers.map((a, i) => voteOf(i, a))));
+      const count = new Map<string, number>();
+      for (const v of views) if (v.token !== null) count.set(v.token, (count.get(v.token) ?? 0) + 1);
+      const token = [...count].find(([, n]) => n >= quorum)?.[0] ?? null;
+      const holding = views.filter((v) => token !== null && v.token === token);
+      const fences = views.flatMap((v) => (v.fence === null ? [] : [v.fence]));
+      return {
+        token,
+        // The lease lasts as long as its majority: the quorum-th longest TTL among the holding nodes.
+        ttl: token === null ? 0 : holding.map((v) => v.ttl).sort((a, b) => b - a)[quorum - 1]!,
+        fence: fences.length > 0 ? Math.max(...fences) : null,
+        queued: Math.max(...views.map((v) => v.queued)),
+        holder: holding.find((v) => v.holder !== null)?.holder ?? null,
+      };
+    },
+
+    async lockNames(prefix, pattern) {
+      const answers = await each(timeoutFor(1000), 'skip', (node) => node.lockNames(prefix, pattern), () => false);
+      const lists = answers.flatMap((a) => (a.ok ? [a.value] : []));
+      if (lists.length < quorum) throw new QuorumError('*', tally('list', quorum, answers.map((a, i) => voteOf(i, a))));
+      return [...new Set(lists.flat())].sort();
     },
 
     fencedWrite: () => Promise.reject(onOneRedis('fencedWrite')),

@@ -1,4 +1,4 @@
-import { quitOrForce, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
 export interface IoredisLike {
@@ -17,6 +17,8 @@ export interface IoredisLike {
   sunsubscribe(...channels: string[]): Promise<unknown>;
   /** True on an ioredis `Cluster`. */
   isCluster?: boolean;
+  /** On an ioredis `Cluster`: its node connections. */
+  nodes?(role: 'master'): IoredisLike[];
 }
 
 
@@ -41,6 +43,11 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs for channels of other shards); the duplicate gets it.
+    scan: async (match) => {
+      const nodes = cluster && client.nodes ? client.nodes('master') : [client];
+      const pages = await Promise.all(nodes.map((node) => scanAll((cursor) => node.call('SCAN', cursor, 'MATCH', match, 'COUNT', '1000'))));
+      return pages.flat();
+    },
     createSubscriber: async () =>
       cluster
         ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true)

@@ -1,4 +1,4 @@
-import { quitOrForce, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -23,6 +23,9 @@ export interface NodeRedisLike {
   sUnsubscribe(channel: string): Promise<unknown>;
   /** Only on a cluster client (`createCluster`). */
   getSlotMaster?: unknown;
+  /** Only on a cluster client: its masters, and a client for one of them. */
+  masters?: unknown[];
+  nodeClient?(node: unknown): Promise<NodeRedisLike> | NodeRedisLike;
 }
 
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
@@ -51,6 +54,15 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
+    scan: async (match) => {
+      const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
+      const pages = await Promise.all(
+        nodes.map((node) =>
+          scanAll((cursor) => (node.sendCommand as (args: string[]) => Promise<unknown>)(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000'])),
+        ),
+      );
+      return pages.flat();
+    },
     createSubscriber: async () => nodeRedisSubscriber(client.duplicate(), cluster),
     close: async () => {
       if (owned) await closeClient(client);

@@ -17,6 +17,8 @@ export interface ScriptClient {
    * pipelined with it and covers its writes.
    */
   waitReplicas(replicas: number, timeout: number): Promise<number>;
+  /** SCAN for keys matching `match` (on a cluster: on every master), all pages. */
+  scan(match: string): Promise<string[]>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
   createSubscriber(): Promise<SubscriberConnection>;
   /** Close the connection: only for clients latchkey created itself (`{ url }`); a borrowed client is left open. */
@@ -65,4 +67,19 @@ export async function quitOrForce(quit: () => Promise<unknown>, force: () => voi
   ]);
   clearTimeout(timer);
   if (!graceful) force();
+}
+
+/** Runs a SCAN loop with `page(cursor)` returning `[next cursor, keys]`. */
+export async function scanAll(page: (cursor: string) => Promise<unknown>): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const reply = await page(cursor);
+    if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) {
+      throw new Error(`unexpected SCAN reply ${JSON.stringify(reply)}`);
+    }
+    cursor = String(reply[0]);
+    for (const key of reply[1] as unknown[]) keys.push(String(key));
+  } while (cursor !== '0');
+  return keys;
 }

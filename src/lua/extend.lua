@@ -3,6 +3,7 @@
   caller's token. Never recreates a key that is gone.
 
   KEYS[1]  lock key
+  KEYS[2]  holder key  hash describing the holder, if recorded: kept as long as the lease
   ARGV[1]  token of the lease being extended
   ARGV[2]  new time to live, milliseconds, positive integer (counted from now)
 
@@ -16,6 +17,7 @@
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
 if not current then

@@ -19,6 +19,8 @@
   KEYS[2]  fence key
   KEYS[3]  queue key   sorted set of waiters in arrival order
   KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[5]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
+                       describes the lease that ends here
   ARGV[1]  token       token of the lease being released
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
   ARGV[3]  ttl         hand-off: time to live of the new lease, milliseconds
@@ -47,6 +49,7 @@ if current ~= ARGV[1] then
   if not current then return {0, 0} end
   return {-1, 0}
 end
+redis.call('DEL', KEYS[5])
 
 local now
 

@@ -151,15 +151,15 @@ describe('the acquire script', () => {
     const keys = lockKeys(prefix, 'replay');
     const client = adaptClient(redis.raw);
     const all = [keys.lock, keys.fence, keys.queue, keys.alive];
-    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
-    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0']);
-    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '1000', '', '0']);
+    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', '']);
+    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', '']);
+    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '1000', '', '0', '']);
     expect(replay).toEqual(first);
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
     // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
     await redis.raw.del(keys.fence);
-    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0'])) as number[];
+    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', ''])) as number[];
     expect(afterLoss[0]).toBe(1);
     expect(afterLoss[1]).toBeGreaterThan((first as number[])[1]!);
   });
