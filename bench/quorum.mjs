@@ -1,7 +1,8 @@
 // Redlock over five independent masters, latchkey next to the peers that implement it, on five
 // private redis-servers:
 //   (a) acquire+release latency, sequential, on one node (each library's single-node API) and
-//       on five (its quorum API): p50, p99 and the 5-node / 1-node ratio;
+//       on five (its quorum API), interleaved in 250 ms slices: p50, p99 and the 5-node /
+//       1-node ratio;
 //   (b) two of five masters hung (SIGSTOP): time per acquire+release, over a few calls;
 //   (c) three of five hung: what one acquire does within 10 s (rejects, resolves, hangs), and
 //       whether keys are left behind on the nodes once they resume.
@@ -111,17 +112,29 @@ async function timed(call, cap = CAP_MS) {
   return { ...outcome, ms: performance.now() - t };
 }
 
-/** Sequential acquire+release pairs for `seconds`: latencies in ms. */
-async function latency(lib, key, seconds) {
-  const samples = [];
-  const end = performance.now() + seconds * 1000;
-  for (let i = 0; i < 50; i++) await lib.release(await lib.acquire(key)); // warm-up
-  while (performance.now() < end) {
-    const t = performance.now();
-    await lib.release(await lib.acquire(key));
-    samples.push(performance.now() - t);
+/**
+ * Sequential acquire+release pairs on one node and on five, `seconds` each, interleaved in slices
+ * of SLICE_MS: a noisy neighbour then slows both alike, and the ratio stays meaningful.
+ */
+const SLICE_MS = 250;
+async function latencies(single, five, name, seconds) {
+  const runs = [
+    { lib: single, key: `bench:q:${name}:one`, samples: [] },
+    { lib: five, key: `bench:q:${name}:five`, samples: [] },
+  ];
+  for (const r of runs) for (let i = 0; i < 50; i++) await r.lib.release(await r.lib.acquire(r.key)); // warm-up
+  const slices = Math.max(1, Math.round((seconds * 1000) / SLICE_MS));
+  for (let i = 0; i < slices; i++) {
+    for (const r of i % 2 === 0 ? runs : [...runs].reverse()) {
+      const end = performance.now() + SLICE_MS;
+      while (performance.now() < end) {
+        const t = performance.now();
+        await r.lib.release(await r.lib.acquire(r.key));
+        r.samples.push(performance.now() - t);
+      }
+    }
   }
-  return summarize(samples);
+  return runs.map((r) => summarize(r.samples));
 }
 
 function connect(server) {
@@ -150,8 +163,7 @@ async function main() {
       try {
         const single = await def.make([clients[0]]);
         const five = await def.make(clients);
-        row.one = await latency(single, `bench:q:${def.name}:one`, SECONDS);
-        row.five = await latency(five, `bench:q:${def.name}:five`, SECONDS);
+        [row.one, row.five] = await latencies(single, five, def.name, SECONDS);
         log(`  1 node p50 ${row.one.p50.toFixed(3)} ms, 5 nodes p50 ${row.five.p50.toFixed(3)} ms`);
 
         // (b) two of five hung.

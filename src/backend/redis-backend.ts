@@ -48,6 +48,8 @@ export interface Replication {
  */
 /** A single Redis backend, with what Redlock needs of each of its nodes besides. */
 export interface RedisBackend extends Backend {
+  /** How many times a script was re-sent with EVAL after NOSCRIPT on this client (Redlock's late-reply logic needs to know). */
+  readonly resends: number;
   /** As {@link Backend.acquire}; with `fenceFloor`, the fence is the floor when the counter is below it (see acquire.lua). */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): Promise<AcquireReply>;
   /** Lifts the lock's fence counter to at least `fence` (see raise-fence.lua). */
@@ -57,11 +59,20 @@ export interface RedisBackend extends Backend {
 export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string, options: RedisBackendOptions = {}): RedisBackend {
   const replication = options.replication;
   const wake = options.wake === true || replication !== undefined;
-  let ready: ScriptClient | undefined = 'then' in client ? undefined : client;
+  let resends = 0;
+  // runScript sends EVAL only after NOSCRIPT: counting them tells Redlock when a script was re-sent.
+  const counting = (c: ScriptClient): ScriptClient => ({
+    ...c,
+    eval: (source, keys, args) => {
+      resends++;
+      return c.eval(source, keys, args);
+    },
+  });
+  let ready: ScriptClient | undefined = 'then' in client ? undefined : counting(client);
   const pending = 'then' in client ? client : undefined;
   const connect = async (): Promise<ScriptClient> => {
     try {
-      ready = await pending!;
+      ready = counting(await pending!);
       return ready;
     } catch (error) {
       throw new BackendError('connect', error instanceof Error ? error.message : String(error), { cause: error });
@@ -73,6 +84,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     handsOff: !wake,
+    get resends() {
+      return resends;
+    },
     async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number) {
       const client = ready ?? (await connect());
       const scriptKeys = [keys.lock, keys.fence, keys.queue, keys.alive];

@@ -100,6 +100,17 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
    * release would otherwise land behind the later attempt's acquire and delete its key.
    */
   const lastAttempt: Map<string, number>[] = nodes.map(() => new Map());
+  /**
+   * Notes that a release of `token` went to node `index` after its last acquire attempt (stored
+   * as the attempt's negative): Redis runs one connection's commands in order, so that release
+   * already undoes a late reply of that acquire, unless a NOSCRIPT fallback re-sent the acquire
+   * behind it (see the late handler in acquire).
+   */
+  const releaseSent = (index: number, token: string): void => {
+    const sent = lastAttempt[index]!;
+    const attempt = sent.get(token);
+    if (attempt !== undefined && attempt > 0) sent.set(token, -attempt);
+  };
   let attempts = 0;
   /** Per token, the nodes that confirmed a release that ended in a QuorumError: a retry counts them. */
   const releasedOn = new Map<string, Set<number>>();
@@ -195,7 +206,10 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
   const releaseEverywhere = (keys: LockKeys, token: string): void => {
     live.delete(token);
-    for (const node of nodes) node.release(keys, token).catch(() => {});
+    nodes.forEach((node, index) => {
+      releaseSent(index, token);
+      node.release(keys, token).catch(() => {});
+    });
   };
 
   /** A read's vote: a node that answered is for. */
@@ -249,9 +263,11 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back
       // otherwise (while undecided, the failure path's release to every node covers it), unless
-      // a later attempt with the same token was sent to that node since.
+      // a later attempt with the same token was sent to that node since, or a release that
+      // was sent behind this acquire already took it back.
       let decided: 'pending' | 'won' | 'lost' = 'pending';
       const attempt = ++attempts;
+      const resendsAtSend: number[] = [];
       // Every node is offered the same fence, so the voters whose counters agree issue equal
       // fences and the raise below costs no round trip.
       const floor = Date.now() * 1000;
@@ -262,13 +278,18 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           const sent = lastAttempt[index]!;
           if (sent.size >= 4096) sent.clear(); // unknown attempts are never given back: only a TTL's delay
           sent.set(token, attempt);
+          resendsAtSend[index] = node.resends;
           return node.acquire(keys, token, ttl, queue, floor);
         },
         (reply) => reply.acquired,
         (index, reply) => {
           const keep = decided === 'pending' || (decided === 'won' && isLive(token));
-          const latest = lastAttempt[index]!.get(token) === attempt;
-          if (reply.acquired && !keep && latest) nodes[index]!.release(keys, token).catch(() => {});
+          if (!reply.acquired || keep) return;
+          const last = lastAttempt[index]!.get(token);
+          // A release went out after this acquire: it covers it, unless the node re-sent a script
+          // with EVAL since (NOSCRIPT), which can put this acquire behind that release.
+          const covered = last === -attempt && nodes[index]!.resends === resendsAtSend[index];
+          if (last === attempt || (last === -attempt && !covered)) nodes[index]!.release(keys, token).catch(() => {});
         },
       );
       const fences: (number | undefined)[] = [];
@@ -286,7 +307,9 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       const outcome = tally('acquire', quorum, votes);
       if (outcome.for >= quorum) {
         const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
-        if (await raise(keys, fences, fence, ttl)) {
+        // The steady state: a majority of voters issued this very fence, and nothing is sent.
+        const atFence = fences.filter((f) => f === fence).length;
+        if (atFence >= quorum || (await raise(keys, fences, fence, ttl))) {
           decided = 'won';
           remember(token, ttl);
           return { acquired: true, fence };
@@ -301,7 +324,15 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
     async release(keys, token): Promise<ReleaseReply> {
       live.delete(token);
-      const answers = await each(timeoutFor(1000), 'send', (node) => node.release(keys, token), isOk);
+      const answers = await each(
+        timeoutFor(1000),
+        'send',
+        (node, index) => {
+          releaseSent(index, token);
+          return node.release(keys, token);
+        },
+        isOk,
+      );
       // A retry after a QuorumError: the nodes that released it then find it gone now, and still count for.
       const earlier = releasedOn.get(token);
       const merged = answers.map((a, i): Answer<ReleaseReply> => (earlier?.has(i) ? { ok: true, value: 'ok' } : a));
