@@ -129,7 +129,7 @@ process.exitCode = failures === 0 ? 0 : 1;
 
 /** Packs, installs, then runs the checks (a failed check is counted; a failed setup throws). */
 function setUp() {
-  const dist = ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts'].map((f) => join(repo, 'dist', f));
+  const dist = ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts', 'cli.js'].map((f) => join(repo, 'dist', f));
   if (!dist.every((f) => existsSync(f))) {
     console.log('dist/ is incomplete: npm run build');
     run('npm', ['run', 'build'], repo);
@@ -159,6 +159,8 @@ function setUp() {
   check('CJS require', () => run(process.execPath, ['check.cjs'], project));
   check(`TypeScript ${tsVersion} ESM (.ts, type: module)`, () => run(process.execPath, [tsc, '-p', 'tsconfig.json'], project) || 'no errors');
   check(`TypeScript ${tsVersion} CJS (.cts, CommonJS)`, () => run(process.execPath, [tsc, '-p', 'tsconfig.json'], join(project, 'cjs')) || 'no errors');
+  // The bin, as `npx latchkey` runs it from the installed package.
+  check('npx latchkey --version', () => run('npx', ['--no-install', 'latchkey', '--version'], project));
 }
 
 /** Runs one check and prints `ok` or `FAIL` with the last line of its output. */

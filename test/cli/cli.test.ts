@@ -1,0 +1,220 @@
+/**
+ * The `latchkey` command, built (dist/cli.js) and spawned against a private redis-server: exec's
+ * mutual exclusion, exit codes, the lease-lost and Ctrl-C paths, inspection commands, and the
+ * live status line in a real terminal (tmux).
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawClient } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+let server: RedisServer;
+let raw: Redis;
+let url: string;
+const dir = mkdtempSync(join(tmpdir(), 'latchkey-cli-'));
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  raw = rawClient(server);
+  url = `redis://127.0.0.1:${server.port}`;
+});
+afterAll(async () => {
+  raw.disconnect();
+  await server.stop();
+});
+
+interface Run {
+  readonly child: ChildProcess;
+  /** Resolves when the process exits. */
+  readonly done: Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** Resolves once stdout contains `text`. */
+  printed(text: string): Promise<void>;
+}
+
+/** Spawns the command with REDIS_URL set to the test's server. */
+function latchkey(args: readonly string[], env: Record<string, string> = {}): Run {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, REDIS_URL: url, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const done = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
+  const printed = async (text: string): Promise<void> => {
+    while (!stdout.includes(text)) {
+      const [exited] = await Promise.race([once(child.stdout!, 'data'), done.then(() => ['exit'])]);
+      if (exited === 'exit' && !stdout.includes(text)) throw new Error(`exited before printing "${text}": ${stderr}`);
+    }
+  };
+  return { child, done, printed };
+}
+
+const sh = (script: string): string[] => ['--', 'sh', '-c', script];
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('latchkey exec', () => {
+  it('runs the command with the lock held and the fence in its environment, and exits with its code', async () => {
+    const run = latchkey(['exec', 'cli:code', ...sh('echo "fence=$LATCHKEY_FENCE key=$LATCHKEY_KEY"; exit 7')]);
+    const { code, stdout } = await run.done;
+    expect(code).toBe(7);
+    expect(stdout).toMatch(/^fence=\d+ key=cli:code$/m);
+    expect(await raw.exists('latchkey:{cli:code}')).toBe(0);
+  });
+
+  it('reports a command killed by a signal as 128+N, and a missing command as 127', async () => {
+    expect((await latchkey(['exec', 'cli:sig', ...sh('kill -KILL $$')]).done).code).toBe(137);
+    const missing = await latchkey(['exec', 'cli:missing', '--', 'no-such-command-latchkey']).done;
+    expect(missing.code).toBe(127);
+    expect(missing.stderr).toContain('command not found');
+  });
+
+  it('two runs on one key never overlap: their output interleaves only in turn', async () => {
+    const log = join(dir, 'turns.log');
+    const script = 'echo "start $ID" >> "$LOG"; sleep 0.2; echo "end $ID" >> "$LOG"';
+    const runs = [1, 2, 3, 4].map((id) => latchkey(['exec', 'cli:turns', ...sh(script)], { ID: String(id), LOG: log }));
+    const codes = (await Promise.all(runs.map((r) => r.done))).map((r) => r.code);
+    expect(codes).toEqual([0, 0, 0, 0]);
+    const lines = readFileSync(log, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(8);
+    for (let i = 0; i < lines.length; i += 2) {
+      const id = lines[i]!.replace('start ', '');
+      expect(lines[i]).toBe(`start ${id}`);
+      expect(lines[i + 1]).toBe(`end ${id}`);
+    }
+  });
+
+  it('--no-wait returns the conflict code at once while the lock is held; --conflict-exit-code changes it', async () => {
+    const holder = latchkey(['exec', 'cli:busy', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    const busy = await latchkey(['exec', '--no-wait', 'cli:busy', '--', 'true']).done;
+    expect(busy.code).toBe(75);
+    expect(busy.stderr).toContain(`"cli:busy" is held by ${hostname()} pid ${holder.child.pid}`);
+    expect((await latchkey(['exec', '--no-wait', '--conflict-exit-code', '9', 'cli:busy', '--', 'true']).done).code).toBe(9);
+    expect((await latchkey(['exec', '--wait', '300ms', 'cli:busy', '--', 'true']).done).code).toBe(75);
+    holder.child.kill('SIGTERM');
+    await holder.done;
+  });
+
+  it('stops the command and returns the lease-lost code when the lease is deleted behind its back', async () => {
+    const run = latchkey(['exec', '--ttl', '1500', '--kill-after', '1s', 'cli:lost', ...sh('echo "ready $$"; exec sleep 30')]);
+    await run.printed('ready');
+    expect(await raw.del('latchkey:{cli:lost}')).toBe(1);
+    const { code, stderr, stdout } = await run.done;
+    expect(code).toBe(76);
+    expect(stderr).toContain('lost the lock "cli:lost"');
+    const pid = Number(/ready (\d+)/.exec(stdout)![1]);
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('SIGINT (Ctrl-C) reaches the command, and the lock is released', async () => {
+    const run = latchkey(['exec', 'cli:interrupt', ...sh('echo ready; exec sleep 30')]);
+    await run.printed('ready');
+    run.child.kill('SIGINT');
+    expect((await run.done).code).toBe(130); // sleep died of SIGINT: 128 + 2
+    expect(await raw.exists('latchkey:{cli:interrupt}')).toBe(0);
+  });
+
+  it('SIGINT while waiting gives up the wait with 130 and leaves no queue entry', async () => {
+    const holder = latchkey(['exec', 'cli:wait-int', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    const waiter = latchkey(['exec', 'cli:wait-int', '--', 'true']);
+    while ((await raw.zcard('latchkey:{cli:wait-int}:queue')) === 0) await new Promise((r) => setTimeout(r, 20));
+    waiter.child.kill('SIGINT');
+    const { code, stderr } = await waiter.done;
+    expect(code).toBe(130);
+    expect(stderr).toContain('interrupted');
+    expect(await raw.zcard('latchkey:{cli:wait-int}:queue')).toBe(0);
+    holder.child.kill('SIGTERM');
+    await holder.done;
+  });
+});
+
+describe('latchkey status, list, release', () => {
+  it('list --json shows held locks with their holders; status says who holds one and exits 0 (3 when free)', async () => {
+    const a = latchkey(['exec', 'cli:list:a', ...sh('echo ready; exec sleep 30')]);
+    const b = latchkey(['exec', 'cli:list:b', ...sh('echo ready; exec sleep 30')]);
+    await Promise.all([a.printed('ready'), b.printed('ready')]);
+    const listed = await latchkey(['list', 'cli:list:*', '--json']).done;
+    expect(listed.code).toBe(0);
+    const rows = JSON.parse(listed.stdout) as Array<{ name: string; held: boolean; holder: { who: string } | null; ttl: number; fence: number }>;
+    expect(rows.map((r) => [r.name, r.holder?.who])).toEqual([
+      ['cli:list:a', `${hostname()} pid ${a.child.pid}`],
+      ['cli:list:b', `${hostname()} pid ${b.child.pid}`],
+    ]);
+    expect(rows.every((r) => r.held && r.ttl > 0 && r.fence > 0)).toBe(true);
+    const table = await latchkey(['list', 'cli:list:*']).done;
+    expect(table.stdout).toContain('cli:list:a');
+    expect(table.stdout).toContain(`pid ${b.child.pid}`);
+    const status = await latchkey(['status', 'cli:list:a']).done;
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(`held by ${hostname()} pid ${a.child.pid}`);
+    a.child.kill('SIGTERM');
+    b.child.kill('SIGTERM');
+    await Promise.all([a.done, b.done]);
+    expect((await latchkey(['status', 'cli:list:a']).done).code).toBe(3);
+  });
+
+  it('release needs --force, says whose lock it broke, and the holder then loses its lease', async () => {
+    const holder = latchkey(['exec', '--ttl', '1500', 'cli:force', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    expect((await latchkey(['release', 'cli:force']).done).code).toBe(64);
+    const forced = await latchkey(['release', '--force', 'cli:force']).done;
+    expect(forced.code).toBe(0);
+    expect(forced.stdout).toContain(`released "cli:force" by force (${hostname()} pid ${holder.child.pid}`);
+    expect((await holder.done).code).toBe(76);
+    expect((await latchkey(['release', '--force', 'cli:force']).done).code).toBe(3);
+  });
+
+  it('says what is wrong in one line: an unreachable Redis (69), a bad duration or URL (64)', async () => {
+    const down = await latchkey(['status', 'x', '--url', 'redis://127.0.0.1:1']).done;
+    expect(down.code).toBe(69);
+    expect(down.stderr.trim()).toMatch(/^latchkey: cannot connect to redis:\/\/127\.0\.0\.1:1: .*ECONNREFUSED/);
+    const bad = await latchkey(['exec', '--wait', 'soon', 'x', '--', 'true']).done;
+    expect(bad.code).toBe(64);
+    expect(bad.stderr.trim()).toBe('latchkey: --wait: invalid duration "soon" (expected e.g. 30s, 5m, 1h or a number of milliseconds)');
+    const secret = await latchkey(['status', 'x', '--url', 'http://user:hunter2@127.0.0.1:1']).done;
+    expect(secret.code).toBe(64);
+    expect(secret.stderr).not.toContain('hunter2');
+  });
+});
+
+describe('latchkey exec in a terminal', () => {
+  it('shows a live status line while it waits: who holds the lock, for how long, and how long it has waited', async () => {
+    const holder = latchkey(['exec', 'cli:tty', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    const socket = `latchkey-test-${process.pid}`;
+    const tmux = (...args: string[]): string => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+    const command = `REDIS_URL=${url} ${process.execPath} ${CLI} exec cli:tty -- echo got-it; sleep 30`;
+    tmux('new-session', '-d', '-x', '160', '-y', '10', command);
+    try {
+      const screen = (): string => tmux('capture-pane', '-p');
+      // The terminal is only observable by looking at it: poll the pane.
+      const end = Date.now() + 10_000;
+      while (!/waited \d+s/.test(screen()) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+      const line = screen();
+      expect(line).toContain(`latchkey: waiting for "cli:tty": held by ${hostname()} pid ${holder.child.pid} for`);
+      expect(line).toMatch(/TTL \d+s left; waited \d+s/);
+      holder.child.kill('SIGTERM');
+      await holder.done;
+      while (!screen().includes('got-it') && Date.now() < end + 5000) await new Promise((r) => setTimeout(r, 100));
+      const after = screen();
+      expect(after).toContain('got-it');
+      expect(after).not.toContain('waiting for'); // the status line was erased
+    } finally {
+      tmux('kill-server');
+    }
+  });
+});
