@@ -124,6 +124,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+// `latchkey list | head`: a reader that went away is not an error.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
 const code = await main(process.argv.slice(2));
 process.exitCode = code;
 // Everything is closed by now; should a handle linger (a reconnecting client), do not hang on it.

@@ -119,6 +119,15 @@ describe('latchkey exec', () => {
     expect(isAlive(pid)).toBe(false);
   });
 
+  it('a command that ignores SIGTERM after the lease is lost is killed after --kill-after', async () => {
+    const run = latchkey(['exec', '--ttl', '1500', '--kill-after', '500ms', 'cli:stubborn', ...sh("trap '' TERM; echo \"ready $$\"; exec sleep 30")]);
+    await run.printed('ready');
+    await raw.del('latchkey:{cli:stubborn}');
+    const { code, stdout } = await run.done;
+    expect(code).toBe(76);
+    expect(isAlive(Number(/ready (\d+)/.exec(stdout)![1]))).toBe(false);
+  });
+
   it('SIGINT (Ctrl-C) reaches the command, and the lock is released', async () => {
     const run = latchkey(['exec', 'cli:interrupt', ...sh('echo ready; exec sleep 30')]);
     await run.printed('ready');
