@@ -15,6 +15,19 @@ export interface LockKeys {
   readonly alive: string;
   /** Hash describing the holder (who, since), when recorded: see the `holder` option. */
   readonly holder: string;
+  /**
+   * Set for a counting semaphore's keys ({@link semaphoreKeys}): `lock` is then the holders set
+   * and `holder` the permits hash, and backends run the semaphore's operations.
+   */
+  readonly semaphore?: SemaphoreSpec;
+}
+
+/** What one semaphore acquire asks for. */
+export interface SemaphoreSpec {
+  /** How many permits the semaphore has. */
+  readonly limit: number;
+  /** How many this acquire takes. */
+  readonly permits: number;
 }
 
 export const DEFAULT_PREFIX = 'latchkey:';
@@ -22,6 +35,23 @@ export const DEFAULT_PREFIX = 'latchkey:';
 export function lockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}{${name}}`;
   return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder` };
+}
+
+/**
+ * The keys of the counting semaphore `name`: `<prefix>{name}:sem` (holders, a sorted set of
+ * tokens by expiry) and its companions, all with the hash tag `{name}`.
+ */
+export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec): LockKeys {
+  const base = `${prefix}{${name}}:sem`;
+  return {
+    name,
+    lock: base,
+    fence: `${base}:fence`,
+    queue: `${base}:queue`,
+    alive: `${base}:alive`,
+    holder: `${base}:permits`,
+    semaphore: spec,
+  };
 }
 
 /** The channel prefix of waiters' inboxes: a manager listens on `<prefix>inbox:<managerId>`. */

@@ -16,13 +16,17 @@ import {
   LockTimeoutError,
   QuorumError,
   StaleFenceError,
+  UnsupportedError,
 } from './errors.js';
 import { undecided, type QuorumOutcome } from './backend/quorum.js';
-import { DEFAULT_PREFIX, lockKeys, type LockKeys } from './keys.js';
+import { DEFAULT_PREFIX, lockKeys, semaphoreKeys, type LockKeys } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
+import { SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
+
+const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS, 'permits'] as const;
 import { TokenSource } from './token.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
@@ -83,6 +87,12 @@ export interface Locks {
    * (its holder, if recorded), or `null` when the lock was free.
    */
   forceRelease(key: string): Promise<LockInfo | null>;
+  /**
+   * A counting semaphore named `name` with `limit` permits, shared with every manager on the
+   * same backend and prefix. Each permit is a lease (TTL, fence, watchdog). Not over Redlock
+   * ({@link UnsupportedError}).
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore;
   /**
    * Stops waits in progress (they reject with a `LockAbortedError`), releases the leases this
    * manager holds, and closes the connections latchkey made. A borrowed client stays open.
@@ -227,6 +237,8 @@ class LockManager implements Locks {
   /** Waiters talking to the backend, by their queue name, for inbox messages. */
   readonly #active = new Map<string, Waiter>();
   readonly #held = new Set<Lease>();
+  /** Semaphore waiters talking to the backend (they do not queue in a KeyState: several may hold permits at once). */
+  readonly #permitWaiters = new Set<Waiter>();
   readonly #leaseContext: LeaseContext;
   readonly #tokens = new TokenSource();
   #nextWaiter = 0;
@@ -266,7 +278,11 @@ class LockManager implements Locks {
     const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
     const options = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
     if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function to run while the lock is held', fn);
-    const lease = await this.acquire(key, { renew: true, ...options });
+    return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
+  }
+
+  /** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
+  async #runHolding<T>(lease: Lease, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
     let result: T;
     try {
       result = await fn(lease);
@@ -324,6 +340,38 @@ class LockManager implements Locks {
     throw new BackendError('forceRelease', `the lock "${name}" kept changing hands; try again`);
   }
 
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    this.#assertOpen();
+    const semName = checkKey(name, 'name');
+    const o = checkOptions<SemaphoreOptions>(options, SEMAPHORE_OPTIONS, 'options');
+    const limit = checkCount(o.limit, 'limit', 1, 'a positive integer number of permits');
+    if (!this.#backend.semaphores) {
+      throw new UnsupportedError(
+        `a semaphore on ${this.#backend.name}`,
+        'permits counted on each Redlock node cannot be decided by a majority; use one Redis (with replicas), a Cluster, or the in-memory backend',
+      );
+    }
+    const defaults: AcquireOptions = {
+      ...(o.ttl === undefined ? {} : { ttl: checkTtl(o.ttl) }),
+      ...(o.wait === undefined ? {} : { wait: checkWait(o.wait) }),
+      ...(o.strategy === undefined ? {} : { strategy: checkStrategy(o.strategy) }),
+    };
+    const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> =>
+      this.#acquirePermits(semName, limit, { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') }, once);
+    return {
+      name: semName,
+      limit,
+      acquire: (options) => acquire(options, false) as Promise<Lease>,
+      tryAcquire: (options) => acquire(options, true),
+      withPermit: async <T>(optionsOrFn: PermitOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T) => {
+        const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
+        const options = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
+        if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function to run while the permits are held', fn);
+        return this.#runHolding((await acquire({ renew: true, ...options }, false))!, fn);
+      },
+    };
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -331,6 +379,10 @@ class LockManager implements Locks {
       for (const waiter of [...state.waiters]) {
         this.#stopWaiter(state, waiter, new LockAbortedError(waiter.keys.name, 'the manager was closed'));
       }
+    }
+    for (const waiter of this.#permitWaiters) {
+      waiter.stop ??= { reason: new LockAbortedError(waiter.keys.name, 'the manager was closed') };
+      waiter.wake?.();
     }
     await Promise.all([...this.#held].map((lease) => lease.release().catch(() => {})));
     const inbox = await this.#inbox?.catch(() => undefined);
@@ -656,6 +708,138 @@ class LockManager implements Locks {
         head.wake = undefined;
       }
       head.woken = false;
+    }
+  }
+
+  /**
+   * A semaphore's acquire. Unlike a lock's callers, a semaphore's callers in one process do not
+   * queue in memory behind each other (several may hold permits at once): each queues in the
+   * backend, first come, first served, and is woken by releases through the manager's inbox.
+   */
+  async #acquirePermits(name: string, limit: number, o: PermitOptions, once: boolean): Promise<Lease | null> {
+    this.#assertOpen();
+    const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
+    const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
+    const signal = checkSignal(o.signal);
+    const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
+    const renew = checkRenew(o.renew);
+    const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1);
+    if (permits > limit) throw new InvalidOptionError('permits', `at most the semaphore's limit (${limit})`, permits);
+    signal?.throwIfAborted();
+    const keys = semaphoreKeys(this.#settings.prefix, name, { limit, permits });
+    const token = this.#tokens.next();
+    const lease = (fence: number, sentAt: number, replicated?: boolean): Lease => {
+      const l = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
+      this.#held.add(l);
+      if (renew) l.watchExpiry();
+      if (this.#closed) void l.release().catch(() => {});
+      return l;
+    };
+
+    const started = now();
+    const member = `${this.#id}:${(this.#nextWaiter++).toString(36)}`;
+    const waiter: Waiter = {
+      keys,
+      member,
+      token,
+      ttl,
+      renew,
+      strategy,
+      started,
+      deadline: started + wait,
+      stop: undefined,
+      state: 'active',
+      attempts: 0,
+      lastSent: started,
+      inFlight: false,
+      granted: undefined,
+      woken: false,
+      joined: false,
+      inboxJoined: false,
+      jitter: false,
+      wake: undefined,
+      timer: undefined,
+      resolve: () => {},
+      reject: () => {},
+    };
+    const onAbort = (): void => {
+      waiter.stop ??= { reason: signal!.reason };
+      waiter.wake?.();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.#active.set(member, waiter);
+    this.#permitWaiters.add(waiter);
+    let queued = false;
+    let won = false;
+    let inbox: Inbox | undefined;
+    try {
+      for (;;) {
+        throwIfStopped(waiter);
+        const listening = !once && strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
+        const sentAt = now();
+        waiter.attempts++;
+        waiter.inFlight = true;
+        let reply: AcquireReply;
+        try {
+          reply = await this.#attempt(keys, token, ttl, listening ? member : undefined);
+        } finally {
+          waiter.inFlight = false;
+        }
+        if (reply.acquired) {
+          if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+            won = true;
+            return lease(reply.fence, sentAt, reply.replicated);
+          }
+          await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
+        }
+        queued ||= listening;
+        if (once) return null;
+        throwIfStopped(waiter);
+        const left = waiter.deadline - now();
+        if (left <= 0) throw new LockTimeoutError(name, now() - started, waiter.attempts);
+        if (strategy === 'notify' && !listening && !waiter.joined) {
+          // Listen for wake-ups first, then queue in the backend with the next attempt.
+          waiter.joined = true;
+          const joining = this.#listen().then(async (opened) => {
+            inbox = opened;
+            await opened.join(keys);
+            waiter.inboxJoined = true;
+          });
+          // Bounded by the deadline and a stop; wake-ups meanwhile (an inbox reconnect wakes every
+          // waiter) do not end it, or the next attempt would not queue.
+          let joined: boolean | undefined;
+          const settled = joining.then(
+            () => (joined = true),
+            () => (joined = false),
+          );
+          while (joined === undefined && !waiter.stop && waiter.deadline - now() > 0) {
+            await Promise.race([settled, sleep(waiter.deadline - now(), (wake) => (waiter.wake = wake))]);
+            waiter.wake?.();
+            waiter.wake = undefined;
+          }
+          continue;
+        }
+        if (!waiter.woken) {
+          // ttl 0: the queue holds it back, not a holder: only a wake-up or the re-check ends the sleep.
+          const holderTtl = reply.acquired ? 0 : reply.ttl > 0 ? reply.ttl : -1;
+          await sleep(Math.min(nextDelay(strategy, waiter.attempts - 1, holderTtl, this.#settings.tuning), left), (wake) => (waiter.wake = wake));
+          waiter.wake = undefined;
+        }
+        waiter.woken = false;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      this.#active.delete(member);
+      this.#permitWaiters.delete(waiter);
+      waiter.state = 'done';
+      if (queued && !won) {
+        // Out of the queue (waking the next if it was first); permits won by a lost reply are given back.
+        void this.#backend
+          .leave(keys, member, token)
+          .then((holds) => (holds ? this.#backend.release(keys, token) : undefined))
+          .catch(() => {});
+      }
+      if (waiter.inboxJoined) inbox?.leave(keys);
     }
   }
 

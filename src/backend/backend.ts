@@ -90,6 +90,8 @@ export interface Backend {
    * for a majority: its releases only wake the next waiter, which then asks the quorum.
    */
   readonly handsOff: boolean;
+  /** Whether counting semaphores work here (keys with `semaphore` set). Not over Redlock. */
+  readonly semaphores: boolean;
   /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */

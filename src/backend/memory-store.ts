@@ -13,7 +13,7 @@ import type {
 import { managerInbox } from './backend.js';
 import { now } from '../clock.js';
 import { globToRegExp } from '../glob.js';
-import { escapeGlob, namesOf } from '../keys.js';
+import { escapeGlob, namesOf, type SemaphoreSpec } from '../keys.js';
 
 interface Entry {
   token: string;
@@ -35,6 +35,12 @@ const clockMicros = (): number => Math.floor((performance.timeOrigin + performan
 
 const SWEEP_EVERY = 1024;
 
+/** A counting semaphore: its holders by token, and its waiters in arrival order. */
+interface Semaphore {
+  readonly holders: Map<string, { readonly permits: number; expiresAt: number; readonly fence: number }>;
+  readonly queue: Map<string, Queued>;
+}
+
 /**
  * The in-memory store: the same semantics as the Redis backend (tokens compared on release and
  * extend, expiry on the monotonic clock, fences that never repeat, a wait queue with grants
@@ -47,6 +53,7 @@ export class MemoryStore {
   readonly #queues = new Map<string, Map<string, Queued>>();
   readonly #inboxes = new Map<string, (member: string, fence: number) => void>();
   readonly #resources = new Map<string, FencedValue>();
+  readonly #semaphores = new Map<string, Semaphore>();
   #lastFence = 0;
   #sinceSweep = 0;
 
@@ -134,6 +141,110 @@ export class MemoryStore {
     return existed;
   }
 
+  /** @internal Used by the memory backend: semaphore-acquire.lua's semantics. */
+  semaphoreAcquire(key: string, token: string, ttl: number, spec: SemaphoreSpec, queue?: QueueEntry): AcquireReply {
+    if (++this.#sinceSweep >= SWEEP_EVERY) this.#sweep();
+    const t = now();
+    const sem = this.#semaphore(key, t);
+    const mine = sem.holders.get(token);
+    if (mine) {
+      mine.expiresAt = t + ttl;
+      return { acquired: true, fence: mine.fence };
+    }
+    let used = 0;
+    for (const h of sem.holders.values()) used += h.permits;
+    const head = this.#firstLive(sem, t);
+    if ((head === undefined || head === queue?.member) && used + spec.permits <= spec.limit) {
+      const fence = Math.max(this.#lastFence + 1, clockMicros());
+      this.#lastFence = fence;
+      sem.holders.set(token, { permits: spec.permits, expiresAt: t + ttl, fence });
+      if (queue) sem.queue.delete(queue.member);
+      if (used + spec.permits < spec.limit) this.#wakeFirst(sem, t);
+      return { acquired: true, fence };
+    }
+    if (queue) {
+      const queued = sem.queue.get(queue.member);
+      if (queued) queued.deadline = t + queue.entryTtl;
+      else sem.queue.set(queue.member, { deadline: t + queue.entryTtl, ttl, token });
+    }
+    if (used + spec.permits > spec.limit) {
+      let earliest = Infinity;
+      for (const h of sem.holders.values()) earliest = Math.min(earliest, h.expiresAt);
+      if (earliest !== Infinity) return { acquired: false, ttl: Math.max(1, Math.ceil(earliest - t)) };
+    }
+    return { acquired: false, ttl: 0 };
+  }
+
+  /** @internal Used by the memory backend. */
+  semaphoreRelease(key: string, token: string): 'ok' | 'gone' {
+    const t = now();
+    const sem = this.#semaphore(key, t);
+    if (!sem.holders.delete(token)) return 'gone';
+    this.#wakeFirst(sem, t);
+    return 'ok';
+  }
+
+  /** @internal Used by the memory backend. */
+  semaphoreExtend(key: string, token: string, ttl: number): 'ok' | 'gone' {
+    const t = now();
+    const holder = this.#semaphore(key, t).holders.get(token);
+    if (!holder) return 'gone';
+    holder.expiresAt = t + ttl;
+    return 'ok';
+  }
+
+  /** @internal Used by the memory backend. */
+  semaphoreLeave(key: string, member: string, token: string): boolean {
+    const t = now();
+    const sem = this.#semaphore(key, t);
+    const wasFirst = sem.queue.keys().next().value === member;
+    sem.queue.delete(member);
+    if (wasFirst) this.#wakeFirst(sem, t);
+    return sem.holders.has(token);
+  }
+
+  /** How many waiters are queued for a semaphore (for tests). */
+  semaphoreQueueLength(key: string): number {
+    return this.#semaphores.get(key)?.queue.size ?? 0;
+  }
+
+  /** @internal How many permits of a semaphore are taken (tests). */
+  permitsTaken(key: string): number {
+    let used = 0;
+    for (const h of this.#semaphore(key, now()).holders.values()) used += h.permits;
+    return used;
+  }
+
+  /** A semaphore's state, without its expired holders. */
+  #semaphore(key: string, t: number): Semaphore {
+    let sem = this.#semaphores.get(key);
+    if (!sem) this.#semaphores.set(key, (sem = { holders: new Map(), queue: new Map() }));
+    for (const [token, h] of sem.holders) if (h.expiresAt <= t) sem.holders.delete(token);
+    return sem;
+  }
+
+  #firstLive(sem: Semaphore, t: number): string | undefined {
+    for (const [member, queued] of sem.queue) {
+      if (queued.deadline > t) return member;
+      sem.queue.delete(member);
+    }
+    return undefined;
+  }
+
+  /** Wakes the first live queued waiter whose manager listens ("<waiter> 0"), dropping dead ones. */
+  #wakeFirst(sem: Semaphore, t: number): void {
+    for (;;) {
+      const member = this.#firstLive(sem, t);
+      if (member === undefined) return;
+      const inbox = this.#inboxes.get(member.slice(0, member.lastIndexOf(':')));
+      if (inbox) {
+        queueMicrotask(() => inbox(member, 0));
+        return;
+      }
+      sem.queue.delete(member);
+    }
+  }
+
   /** @internal Used by the memory backend. */
   recordHolder(key: string, token: string, who: string): boolean {
     const entry = this.#live(key, now());
@@ -207,6 +318,11 @@ export class MemoryStore {
       for (const [member, queued] of waiters) if (queued.deadline <= t) waiters.delete(member);
       if (waiters.size === 0) this.#queues.delete(key);
     }
+    for (const [key, sem] of this.#semaphores) {
+      this.#semaphore(key, t);
+      this.#firstLive(sem, t);
+      if (sem.holders.size === 0 && sem.queue.size === 0) this.#semaphores.delete(key);
+    }
   }
 }
 
@@ -220,11 +336,13 @@ export function memoryBackend(store: MemoryStore): Backend {
   return {
     name: 'memory',
     handsOff: true,
-    acquire: async (keys, token, ttl, queue) => store.acquire(keys.lock, token, ttl, queue),
-    release: async (keys, token, handOff) => store.release(keys.lock, token, handOff),
-    extend: async (keys, token, ttl) => store.extend(keys.lock, token, ttl),
-    leave: async (keys, member, token) => store.leave(keys.lock, member, token),
-    recordHolder: async (keys, token, who) => store.recordHolder(keys.lock, token, who),
+    semaphores: true,
+    acquire: async (keys, token, ttl, queue) =>
+      keys.semaphore ? store.semaphoreAcquire(keys.lock, token, ttl, keys.semaphore, queue) : store.acquire(keys.lock, token, ttl, queue),
+    release: async (keys, token, handOff) => (keys.semaphore ? store.semaphoreRelease(keys.lock, token) : store.release(keys.lock, token, handOff)),
+    extend: async (keys, token, ttl) => (keys.semaphore ? store.semaphoreExtend(keys.lock, token, ttl) : store.extend(keys.lock, token, ttl)),
+    leave: async (keys, member, token) => (keys.semaphore ? store.semaphoreLeave(keys.lock, member, token) : store.leave(keys.lock, member, token)),
+    recordHolder: async (keys, token, who) => !keys.semaphore && store.recordHolder(keys.lock, token, who),
     inspect: async (keys) => store.inspect(keys.lock),
     lockNames: async (prefix, pattern) => {
       const match = globToRegExp(`${escapeGlob(prefix)}{${pattern}}`);

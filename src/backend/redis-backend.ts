@@ -12,6 +12,10 @@ import {
   releaseScript,
   recordHolderScript,
   inspectScript,
+  semaphoreAcquireScript,
+  semaphoreExtendScript,
+  semaphoreLeaveScript,
+  semaphoreReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
@@ -84,19 +88,26 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     handsOff: !wake,
+    semaphores: true,
     get resends() {
       return resends;
     },
     async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number) {
       const client = ready ?? (await connect());
-      const scriptKeys = [keys.lock, keys.fence, keys.queue, keys.alive];
-      const args = [token, String(ttl), RETENTION, queue?.member ?? '', String(queue?.entryTtl ?? 0), fenceFloor === undefined ? '' : String(fenceFloor)];
+      const sem = keys.semaphore;
+      const script = sem ? semaphoreAcquireScript : acquireScript;
+      const scriptKeys = sem ? [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive] : [keys.lock, keys.fence, keys.queue, keys.alive];
+      const waiter = queue?.member ?? '';
+      const entryTtl = String(queue?.entryTtl ?? 0);
+      const args = sem
+        ? [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), waiter, entryTtl, ...publishArgs(client, keys)]
+        : [token, String(ttl), RETENTION, waiter, entryTtl, fenceFloor === undefined ? '' : String(fenceFloor)];
       if (!replication) {
-        const [status, value] = asPair(await runScript(client, acquireScript, scriptKeys, args), acquireScript);
+        const [status, value] = asPair(await runScript(client, script, scriptKeys, args), script);
         return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
       }
-      const [reply, acks] = await runScriptReplicated(client, acquireScript, scriptKeys, args, replication.replicas, replication.timeout);
-      const [status, value] = asPair(reply, acquireScript);
+      const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
+      const [status, value] = asPair(reply, script);
       if (status !== 1) return { acquired: false, ttl: value };
       const replicated = acks >= replication.replicas;
       if (!replicated && replication.shortfall === 'fail') {
@@ -107,6 +118,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
       const client = ready ?? (await connect());
+      if (keys.semaphore) {
+        const released = await runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]);
+        return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
+      }
       const reply = await runScript(
         client,
         releaseScript,
@@ -126,14 +141,20 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return status === 2 ? { handedOff: fence } : ownership(status, 'release');
     },
     async extend(keys, token, ttl) {
-      const reply = await runScript(ready ?? (await connect()), extendScript, [keys.lock, keys.holder], [token, String(ttl)]);
-      return ownership(asInteger(reply, extendScript), 'extend');
+      const script = keys.semaphore ? semaphoreExtendScript : extendScript;
+      const reply = await runScript(ready ?? (await connect()), script, [keys.lock, keys.holder], [token, String(ttl)]);
+      return ownership(asInteger(reply, script), 'extend');
     },
     async raiseFence(keys, fence, ttl) {
       const px = String(ttl + FENCE_RETENTION);
       await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), px]);
     },
     async leave(keys, member, token) {
+      if (keys.semaphore) {
+        const client = ready ?? (await connect());
+        const left = await runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, ...publishArgs(client, keys)]);
+        return asInteger(left, semaphoreLeaveScript) === 1;
+      }
       const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
       return asInteger(reply, leaveScript) === 1;
     },
@@ -151,6 +172,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
     },
     async recordHolder(keys, token, who) {
+      if (keys.semaphore) return false; // permits are not described (yet)
       const reply = await runScript(ready ?? (await connect()), recordHolderScript, [keys.lock, keys.holder], [token, who]);
       return asInteger(reply, recordHolderScript) === 1;
     },
@@ -186,6 +208,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       await c?.close();
     },
   };
+}
+
+/** Where a semaphore script tells a waiter: the inbox prefix and whether to SPUBLISH (Cluster). */
+function publishArgs(client: ScriptClient, keys: LockKeys): [string, string] {
+  return client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxPrefix(keysPrefix(keys)), '0'];
+}
+
+/** The manager prefix a lock's keys were made with (everything before `{`). */
+function keysPrefix(keys: LockKeys): string {
+  return keys.lock.slice(0, keys.lock.indexOf('{'));
 }
 
 /** Narrows inspect.lua's reply. */

@@ -259,6 +259,9 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   return {
     name: `redlock (${nodes.length} nodes)`,
     handsOff: false,
+    // A permit counted per node cannot be decided by a majority the way one holder can (Redisson
+    // has no Redlock semaphore either): refused when the semaphore is made.
+    semaphores: false,
 
     async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back

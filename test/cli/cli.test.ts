@@ -176,6 +176,19 @@ describe('latchkey status, list, release', () => {
     expect((await latchkey(['status', 'cli:list:a']).done).code).toBe(3);
   });
 
+  it('watch prints the table again every interval until interrupted', async () => {
+    const holder = latchkey(['exec', 'cli:watched', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    const watch = latchkey(['watch', 'cli:watched', '--interval', '200ms']);
+    await watch.printed(`pid ${holder.child.pid}`);
+    await watch.printed('every 200ms'); // the footer of a refresh
+    holder.child.kill('SIGTERM');
+    await holder.done;
+    await watch.printed('(no locks held)');
+    watch.child.kill('SIGINT');
+    expect((await watch.done).code).toBe(0);
+  });
+
   it('release needs --force, says whose lock it broke, and the holder then loses its lease', async () => {
     const holder = latchkey(['exec', '--ttl', '1500', 'cli:force', ...sh('echo ready; exec sleep 30')]);
     await holder.printed('ready');

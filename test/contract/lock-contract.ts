@@ -13,6 +13,7 @@ import {
   LockSuppressedError,
   LockTimeoutError,
   StaleFenceError,
+  UnsupportedError,
   type Lease,
   type LockInfo,
   type Locks,
@@ -38,9 +39,11 @@ export interface Capabilities {
   readonly handsOff: boolean;
   /** `fencedWrite`/`fencedRead` work (not over Redlock: a fenced resource lives on one Redis). */
   readonly fencedWrites: boolean;
+  /** Counting semaphores work (not over Redlock: permits counted per node cannot be decided by a majority). */
+  readonly semaphores: boolean;
 }
 
-const FULL: Capabilities = { handsOff: true, fencedWrites: true };
+const FULL: Capabilities = { handsOff: true, fencedWrites: true, semaphores: true };
 
 export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Capabilities = FULL): void {
   // A test of a capability the backend lacks is not registered (not skipped): it does not apply.
@@ -63,6 +66,14 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
     const end = performance.now() + 5000;
     while ((await h.queued(prefix, name)) < count) {
       if (performance.now() > end) throw new Error(`no ${count} waiter(s) queued for "${name}" within 5 s`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  };
+  /** Resolves once a waiter is queued for the semaphore in the backend (polls, like `queued`). */
+  const queuedFor = async (name: string): Promise<void> => {
+    const end = performance.now() + 5000;
+    while ((await h.semaphoreQueued(prefix, name)) < 1) {
+      if (performance.now() > end) throw new Error(`no waiter queued for semaphore "${name}" within 5 s`);
       await new Promise((r) => setTimeout(r, 2));
     }
   };
@@ -646,6 +657,110 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       expect(await aborted(lease.signal)).toBeInstanceOf(LeaseLostError);
       await next.release();
       expect(await op.forceRelease('stuck')).toBeNull();
+    });
+  });
+
+  describe('semaphore', () => {
+    itIf(can.semaphores)('never lets more than `limit` permits be held at once, across managers, and reaches the limit', async () => {
+      fresh();
+      const managers = [locks(), locks(), locks()];
+      const limit = 3;
+      let inside = 0;
+      let most = 0;
+      let served = 0;
+      await Promise.all(
+        Array.from({ length: 12 }, async (_, i) => {
+          const sem = managers[i % managers.length]!.semaphore('pool', { limit });
+          for (let round = 0; round < 3; round++) {
+            await sem.withPermit({ wait: 20_000 }, async () => {
+              inside++;
+              most = Math.max(most, inside);
+              expect(inside).toBeLessThanOrEqual(limit);
+              await new Promise((r) => setTimeout(r, 2));
+              inside--;
+              served++;
+            });
+          }
+        }),
+      );
+      expect(served).toBe(36);
+      expect(most).toBe(limit);
+    });
+
+    itIf(can.semaphores)('takes several permits at once, all or none, and each permit lease has its own fence', async () => {
+      fresh();
+      const sem = locks().semaphore('multi', { limit: 3 });
+      const two = await sem.acquire({ permits: 2 });
+      expect(await sem.tryAcquire({ permits: 2 })).toBeNull();
+      const one = await sem.tryAcquire();
+      expect(one).not.toBeNull();
+      expect(one!.fence).toBeGreaterThan(two.fence);
+      expect(await sem.tryAcquire()).toBeNull();
+      await two.release();
+      const again = await sem.tryAcquire({ permits: 2 });
+      expect(again).not.toBeNull();
+      await Promise.all([one!.release(), again!.release()]);
+      await expect(sem.acquire({ permits: 4 })).rejects.toThrow(InvalidOptionError);
+      expect(() => locks().semaphore('bad', { limit: 0 })).toThrow(InvalidOptionError);
+    });
+
+    itIf(can.semaphores)('a release wakes a waiter of another manager (not its re-check), first come, first served', async () => {
+      fresh();
+      // A re-check far beyond the wait: only the release's wake-up can serve the waiters in time.
+      const [a, b, c] = [locks({ recheck: 60_000 }), locks({ recheck: 60_000 }), locks({ recheck: 60_000 })];
+      const holding = await a.semaphore('fifo', { limit: 2 }).acquire({ ttl: 60_000 });
+      // b needs both permits: it waits, and holds c back although one permit is free.
+      const big = b.semaphore('fifo', { limit: 2 }).acquire({ permits: 2, wait: 10_000, ttl: 60_000 });
+      await queuedFor('fifo');
+      expect(await c.semaphore('fifo', { limit: 2 }).tryAcquire()).toBeNull();
+      const small = c.semaphore('fifo', { limit: 2 }).acquire({ wait: 10_000, ttl: 60_000 });
+      await holding.release();
+      const both = await big;
+      await both.release();
+      await (await small).release();
+    });
+
+    itIf(can.semaphores)('the permits of a holder that never releases come back when its TTL runs out', async () => {
+      fresh();
+      const sem = locks().semaphore('crashed', { limit: 1 });
+      const lost = await sem.acquire({ ttl: 300 }); // never released: as if its process died
+      const next = await locks().semaphore('crashed', { limit: 1 }).acquire({ wait: 5000 });
+      expect(next.fence).toBeGreaterThan(lost.fence);
+      await next.release();
+      await expect(lost.release()).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    itIf(can.semaphores)('a waiter that times out or is aborted leaves the queue and does not hold back the next', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      const holding = await a.semaphore('leaving', { limit: 2 }).acquire({ ttl: 60_000 });
+      const greedy = b.semaphore('leaving', { limit: 2 }).acquire({ permits: 2, wait: 200 }).catch((e: unknown) => e);
+      expect(await greedy).toBeInstanceOf(LockTimeoutError);
+      const controller = new AbortController();
+      const aborted2 = b.semaphore('leaving', { limit: 2 }).acquire({ permits: 2, wait: 60_000, signal: controller.signal }).catch((e: unknown) => e);
+      await queuedFor('leaving');
+      controller.abort(new Error('changed my mind'));
+      expect(await aborted2).toMatchObject({ message: 'changed my mind' });
+      // Neither left an entry that holds c back from the free permit.
+      const one = await c.semaphore('leaving', { limit: 2 }).acquire({ wait: 5000 });
+      await Promise.all([one.release(), holding.release()]);
+    });
+
+    itIf(can.semaphores)('withPermit renews the permit across several TTLs and releases it', async () => {
+      fresh();
+      const sem = locks().semaphore('renewed', { limit: 1, ttl: 150 });
+      const result = await sem.withPermit(async (lease) => {
+        await new Promise((r) => setTimeout(r, 500));
+        expect(lease.held).toBe(true);
+        return 'done';
+      });
+      expect(result).toBe('done');
+      expect(await sem.tryAcquire()).not.toBeNull();
+    });
+
+    itIf(!can.semaphores)('is refused with an UnsupportedError where permits cannot be counted', async () => {
+      fresh();
+      expect(() => locks().semaphore('nope', { limit: 2 })).toThrow(UnsupportedError);
     });
   });
 

@@ -7,7 +7,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { createClient, createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys, semaphoreKeys } from '../../src/keys.js';
 import type { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
 
@@ -22,8 +22,13 @@ export interface BackendHarness {
   forceDelete(prefix: string, name: string): Promise<void>;
   /** How many waiters are queued for the lock in the backend (on any node, for Redlock). */
   queued(prefix: string, name: string): Promise<number>;
+  /** How many waiters are queued for the semaphore `name` in the backend (0 where semaphores do not exist). */
+  semaphoreQueued(prefix: string, name: string): Promise<number>;
   close(): Promise<void>;
 }
+
+/** Any spec: the keys of a semaphore do not depend on it. */
+const SPEC = { limit: 1, permits: 1 };
 
 export const uniquePrefix = (): string => `t${randomBytes(4).toString('hex')}:`;
 
@@ -41,6 +46,7 @@ export function memoryHarness(): BackendHarness {
       store.forceRelease(lockKeys(prefix, name).lock);
     },
     queued: async (prefix, name) => store.queueLength(lockKeys(prefix, name).lock),
+    semaphoreQueued: async (prefix, name) => store.semaphoreQueueLength(semaphoreKeys(prefix, name, SPEC).lock),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
     },
@@ -74,6 +80,7 @@ function redisHarness(
       await raw.del(lockKeys(prefix, lock).lock);
     },
     queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
+    semaphoreQueued: (prefix, name) => raw.zcard(semaphoreKeys(prefix, name, SPEC).queue),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       await closeClients();
@@ -154,6 +161,7 @@ export function redlockHarness(servers: readonly RedisServer[]): BackendHarness 
       await Promise.all(raws.map((raw) => raw.del(lockKeys(prefix, lock).lock)));
     },
     queued: async (prefix, lock) => Math.max(...(await Promise.all(raws.map((raw) => raw.zcard(lockKeys(prefix, lock).queue))))),
+    semaphoreQueued: async () => 0,
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       for (const c of [...clients, ...raws]) c.disconnect();
