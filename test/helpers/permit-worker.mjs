@@ -1,0 +1,31 @@
+// A worker process on a counting semaphore, through the built package.
+// Usage: node permit-worker.mjs <redis-url> <prefix> <name> <limit> <mode> [rounds]
+//   mode "loop": takes a permit `rounds` times, holds it for ~2 ms of awaited work, and prints
+//                "<start ns> <end ns>" for each hold (process.hrtime.bigint: one clock for every
+//                process of the machine), then "done".
+//   mode "hold": takes every permit (limit of them) with a 500 ms TTL, prints "held <fence>", and
+//                holds them until it is killed.
+import { Redis } from 'ioredis';
+import { createLocks } from '../../dist/index.js';
+
+const [url, prefix, name, limitText, mode, roundsText] = process.argv.slice(2);
+const limit = Number(limitText);
+const client = new Redis(url);
+const locks = createLocks({ redis: client, prefix });
+const sem = locks.semaphore(name, { limit });
+if (mode === 'hold') {
+  const lease = await sem.acquire({ permits: limit, ttl: 500 });
+  process.stdout.write(`held ${lease.fence}\n`);
+  setInterval(() => {}, 1 << 30);
+} else {
+  for (let i = 0; i < Number(roundsText); i++) {
+    await sem.withPermit({ wait: 60_000 }, async () => {
+      const start = process.hrtime.bigint();
+      await new Promise((r) => setTimeout(r, 2));
+      process.stdout.write(`${start} ${process.hrtime.bigint()}\n`);
+    });
+  }
+  process.stdout.write('done\n');
+  await locks.close();
+  client.disconnect();
+}

@@ -1,0 +1,85 @@
+/**
+ * Counting semaphores across processes on one redis-server: the limit holds between worker
+ * processes, and a worker killed with SIGKILL gives its permits back by their TTL.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocks } from '../../src/index.js';
+import { uniquePrefix } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+const WORKER = new URL('../helpers/permit-worker.mjs', import.meta.url).pathname;
+let server: RedisServer;
+let url: string;
+
+beforeAll(async () => {
+  server = await RedisServer.start();
+  url = `redis://127.0.0.1:${server.port}`;
+});
+afterAll(async () => server.stop());
+
+function worker(args: string[]): { lines: string[]; done: Promise<void>; child: ReturnType<typeof spawn> } {
+  const child = spawn(process.execPath, [WORKER, url, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
+  const done = once(child, 'exit').then(([code]) => {
+    if (code !== 0) throw new Error(`worker exited with ${String(code)}`);
+  });
+  done.catch(() => {}); // a worker killed on purpose is never awaited; the others are
+  return { lines, done, child };
+}
+
+describe('a semaphore shared by processes', () => {
+  it('never has more than `limit` holders at once across 6 processes, and reaches the limit', async () => {
+    const prefix = uniquePrefix();
+    const limit = 3;
+    const workers = Array.from({ length: 6 }, () => worker([prefix, 'shared', String(limit), 'loop', '25']));
+    await Promise.all(workers.map((w) => w.done));
+    // Every hold as an interval on the machine's monotonic clock; sweep over their ends.
+    const events: Array<[bigint, number]> = [];
+    for (const w of workers) {
+      expect(w.lines.at(-1)).toBe('done');
+      for (const line of w.lines.slice(0, -1)) {
+        const [start, end] = line.split(' ').map(BigInt) as [bigint, bigint];
+        events.push([start, +1], [end, -1]);
+      }
+    }
+    expect(events).toHaveLength(6 * 25 * 2);
+    events.sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] < b[0] ? -1 : 1));
+    let inside = 0;
+    let most = 0;
+    for (const [, delta] of events) {
+      inside += delta;
+      most = Math.max(most, inside);
+    }
+    expect(most).toBeLessThanOrEqual(limit);
+    expect(most).toBe(limit);
+  });
+
+  it('gives the permits of a process killed with SIGKILL back by their TTL, with no release ever sent', async () => {
+    const prefix = uniquePrefix();
+    const holder = worker([prefix, 'crash', '2', 'hold']);
+    const [line] = (await once(createInterface({ input: holder.child.stdout! }), 'line')) as [string];
+    const crashedFence = Number(line.split(' ')[1]);
+    const exited = once(holder.child, 'exit');
+    holder.child.kill('SIGKILL');
+    await exited;
+    const client = new Redis(server.port, '127.0.0.1');
+    const locks = createLocks({ redis: client, prefix });
+    try {
+      const sem = locks.semaphore('crash', { limit: 2 });
+      expect(await sem.tryAcquire()).toBeNull(); // still held by the dead process's lease
+      const started = performance.now();
+      const lease = await sem.acquire({ permits: 2, wait: 5000 });
+      expect(performance.now() - started).toBeLessThan(500 + 250);
+      expect(lease.fence).toBeGreaterThan(crashedFence);
+      await lease.release();
+    } finally {
+      await locks.close();
+      client.disconnect();
+    }
+  });
+});
