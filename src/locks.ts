@@ -356,8 +356,14 @@ class LockManager implements Locks {
       ...(o.wait === undefined ? {} : { wait: checkWait(o.wait) }),
       ...(o.strategy === undefined ? {} : { strategy: checkStrategy(o.strategy) }),
     };
+    const keyCache = new Map<number, LockKeys>(); // by permits: a semaphore is used with one or two counts
+    const keysFor = (permits: number): LockKeys => {
+      let keys = keyCache.get(permits);
+      if (!keys) keyCache.set(permits, (keys = semaphoreKeys(this.#settings.prefix, semName, { limit, permits })));
+      return keys;
+    };
     const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> =>
-      this.#acquirePermits(semName, limit, { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') }, once);
+      this.#acquirePermits(keysFor, limit, { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') }, once);
     return {
       name: semName,
       limit,
@@ -716,7 +722,7 @@ class LockManager implements Locks {
    * queue in memory behind each other (several may hold permits at once): each queues in the
    * backend, first come, first served, and is woken by releases through the manager's inbox.
    */
-  async #acquirePermits(name: string, limit: number, o: PermitOptions, once: boolean): Promise<Lease | null> {
+  async #acquirePermits(keysFor: (permits: number) => LockKeys, limit: number, o: PermitOptions, once: boolean): Promise<Lease | null> {
     this.#assertOpen();
     const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
     const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
@@ -726,7 +732,8 @@ class LockManager implements Locks {
     const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1);
     if (permits > limit) throw new InvalidOptionError('permits', `at most the semaphore's limit (${limit})`, permits);
     signal?.throwIfAborted();
-    const keys = semaphoreKeys(this.#settings.prefix, name, { limit, permits });
+    const keys = keysFor(permits);
+    const name = keys.name;
     const token = this.#tokens.next();
     const lease = (fence: number, sentAt: number, replicated?: boolean): Lease => {
       const l = new Lease(this.#leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
@@ -736,7 +743,15 @@ class LockManager implements Locks {
       return l;
     };
 
+    // The common case first: the permits are free. The waiting machinery only if they are not.
     const started = now();
+    const first = await this.#attempt(keys, token, ttl);
+    if (first.acquired) {
+      if (validUntil(started, ttl, this.#settings.driftFactor) > now()) return lease(first.fence, started, first.replicated);
+      await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
+    }
+    if (once) return null;
+
     const member = `${this.#id}:${(this.#nextWaiter++).toString(36)}`;
     const waiter: Waiter = {
       keys,
@@ -749,7 +764,7 @@ class LockManager implements Locks {
       deadline: started + wait,
       stop: undefined,
       state: 'active',
-      attempts: 0,
+      attempts: 1,
       lastSent: started,
       inFlight: false,
       granted: undefined,
@@ -772,32 +787,37 @@ class LockManager implements Locks {
     let queued = false;
     let won = false;
     let inbox: Inbox | undefined;
+    let pending: AcquireReply | undefined = first; // the first round continues from that attempt
     try {
       for (;;) {
-        throwIfStopped(waiter);
-        const listening = !once && strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
-        const sentAt = now();
-        waiter.attempts++;
-        waiter.inFlight = true;
         let reply: AcquireReply;
-        try {
-          reply = await this.#attempt(keys, token, ttl, listening ? member : undefined);
-        } finally {
-          waiter.inFlight = false;
-        }
-        if (reply.acquired) {
-          if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
-            won = true;
-            return lease(reply.fence, sentAt, reply.replicated);
+        if (pending) {
+          reply = pending;
+          pending = undefined;
+        } else {
+          throwIfStopped(waiter);
+          const listening = strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
+          const sentAt = now();
+          waiter.attempts++;
+          waiter.inFlight = true;
+          try {
+            reply = await this.#attempt(keys, token, ttl, listening ? member : undefined);
+          } finally {
+            waiter.inFlight = false;
           }
-          await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
+          queued ||= listening;
+          if (reply.acquired) {
+            if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+              won = true;
+              return lease(reply.fence, sentAt, reply.replicated);
+            }
+            await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
+          }
         }
-        queued ||= listening;
-        if (once) return null;
         throwIfStopped(waiter);
         const left = waiter.deadline - now();
         if (left <= 0) throw new LockTimeoutError(name, now() - started, waiter.attempts);
-        if (strategy === 'notify' && !listening && !waiter.joined) {
+        if (strategy === 'notify' && !queued && !waiter.joined) {
           // Listen for wake-ups first, then queue in the backend with the next attempt.
           waiter.joined = true;
           const joining = this.#listen().then(async (opened) => {

@@ -4,12 +4,13 @@
   permits than are free holds the others back), and issue a fencing token; otherwise join the
   semaphore's wait queue and report when the next permit expires.
 
-  Each holder is a lease of its own: a member of the holders set scored by its expiry (server
-  clock, ms), so the permits of a crashed process come back when its TTL runs out, without
-  anybody releasing them. Expired holders are dropped by every call before counting.
+  Each holder is a lease of its own: one member "<token>.<i>" per permit in the holders set,
+  scored by the lease's expiry (server clock, ms), so the permits of a crashed process come back
+  when its TTL runs out, without anybody releasing them, and the permits in use are the set's
+  size (ZCARD, whatever the limit). Expired members are dropped by every call before counting.
 
-  KEYS[1]  holders key sorted set: token -> expiry (server ms)
-  KEYS[2]  permits key hash: token -> "<permits> <fence>"
+  KEYS[1]  holders key sorted set: "<token>.<i>" -> expiry (server ms), one member per permit
+  KEYS[2]  permits key hash: token -> "<permits> <fence>" (how many members it has)
   KEYS[3]  fence key   string: the last fence issued for this semaphore
   KEYS[4]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
   KEYS[5]  alive key   hash: waiter -> "<deadline ms>", when its entry is dead without another attempt
@@ -45,22 +46,27 @@ local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', holders, '-inf', nowMs)
 if #expired > 0 then
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', nowMs)
-  redis.call('HDEL', permitsKey, unpack(expired))
+  for _, member in ipairs(expired) do
+    redis.call('HDEL', permitsKey, string.match(member, '^(.*)%.%d+$'))
+  end
 end
 
--- Both keys live as long as the longest lease.
+-- Both keys live at least as long as the longest lease (they share their expiry).
 local function keepFor(expiry)
-  local last = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')[2]
-  local until_ = math.max(expiry, tonumber(last or 0))
-  redis.call('PEXPIRE', holders, until_ - nowMs)
-  redis.call('PEXPIRE', permitsKey, until_ - nowMs)
+  if redis.call('PTTL', holders) < expiry - nowMs then
+    redis.call('PEXPIRE', holders, expiry - nowMs)
+    redis.call('PEXPIRE', permitsKey, expiry - nowMs)
+  end
 end
 
 local mine = redis.call('HGET', permitsKey, token)
 if mine then
-  redis.call('ZADD', holders, nowMs + ttl, token)
+  local n, fence = string.match(mine, '^(%d+) (%d+)$')
+  for i = 1, tonumber(n) do
+    redis.call('ZADD', holders, nowMs + ttl, token .. '.' .. i)
+  end
   keepFor(nowMs + ttl)
-  return {1, tonumber(string.match(mine, ' (%d+)$'))}
+  return {1, tonumber(fence)}
 end
 
 -- The first live waiter in the queue, dropping dead entries on the way.
@@ -76,10 +82,7 @@ local function firstLive()
   return nil
 end
 
-local used = 0
-for _, v in ipairs(redis.call('HVALS', permitsKey)) do
-  used = used + tonumber(string.match(v, '^(%d+)'))
-end
+local used = redis.call('ZCARD', holders)
 local head = firstLive()
 if (head == nil or head == waiter) and used + want <= limit then
   local last = redis.call('GET', fenceKey)
@@ -89,7 +92,9 @@ if (head == nil or head == waiter) and used + want <= limit then
     fence = previous + 1
   end
   redis.call('SET', fenceKey, fence, 'PX', ttl + tonumber(ARGV[3]))
-  redis.call('ZADD', holders, nowMs + ttl, token)
+  for i = 1, want do
+    redis.call('ZADD', holders, nowMs + ttl, token .. '.' .. i)
+  end
   redis.call('HSET', permitsKey, token, want .. ' ' .. string.format('%.0f', fence))
   keepFor(nowMs + ttl)
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then

@@ -2,7 +2,7 @@
   semaphore-release: give back a holder's permits, only if its lease is still there, and wake
   the first live queued waiter ("<waiter> 0": it tries again at once and keeps its place).
 
-  KEYS[1]  holders key sorted set: token -> expiry (server ms)
+  KEYS[1]  holders key sorted set: "<token>.<i>" -> expiry (server ms), one member per permit
   KEYS[2]  permits key hash: token -> "<permits> <fence>"
   KEYS[3]  queue key   sorted set of waiters
   KEYS[4]  alive key   hash: waiter -> "<deadline ms>"
@@ -20,9 +20,15 @@ local holders, permitsKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local publish = ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH'
 local now = redis.call('TIME')
 local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local expiry = redis.call('ZSCORE', holders, ARGV[1])
-redis.call('ZREM', holders, ARGV[1])
+local mine = redis.call('HGET', permitsKey, ARGV[1])
+if not mine then
+  return 0
+end
 redis.call('HDEL', permitsKey, ARGV[1])
+local expiry = redis.call('ZSCORE', holders, ARGV[1] .. '.1')
+for i = 1, tonumber(string.match(mine, '^(%d+)')) do
+  redis.call('ZREM', holders, ARGV[1] .. '.' .. i)
+end
 if not expiry or tonumber(expiry) <= nowMs then
   return 0
 end
