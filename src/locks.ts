@@ -746,6 +746,11 @@ class LockManager implements Locks {
     // The common case first: the permits are free. The waiting machinery only if they are not.
     const started = now();
     const first = await this.#attempt(keys, token, ttl);
+    if (signal?.aborted) {
+      // Aborted while the attempt was in flight: what it won is given back.
+      if (first.acquired) this.#backend.release(keys, token).catch(() => {});
+      throw signal.reason;
+    }
     if (first.acquired) {
       if (validUntil(started, ttl, this.#settings.driftFactor) > now()) return lease(first.fence, started, first.replicated);
       await this.#backend.release(keys, token).catch(() => {}); // too late to be of use

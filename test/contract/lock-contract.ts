@@ -741,7 +741,12 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       await queuedFor('leaving');
       controller.abort(new Error('changed my mind'));
       expect(await aborted2).toMatchObject({ message: 'changed my mind' });
-      // Neither left an entry that holds c back from the free permit.
+      // An abort while the first attempt is still in flight ends the wait too.
+      const early = new AbortController();
+      const atOnce = b.semaphore('leaving', { limit: 2 }).acquire({ permits: 2, wait: 60_000, signal: early.signal });
+      early.abort(new Error('at once'));
+      await expect(atOnce).rejects.toThrow('at once');
+      // None left an entry that holds c back from the free permit.
       const one = await c.semaphore('leaving', { limit: 2 }).acquire({ wait: 5000 });
       await Promise.all([one.release(), holding.release()]);
     });
