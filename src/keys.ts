@@ -15,13 +15,15 @@ export interface LockKeys {
   readonly alive: string;
   /** Hash describing the holder (who, since), when recorded: see the `holder` option. */
   readonly holder: string;
+  /** Compat mode only (the `compat` option): the token of the latchkey lease that wrote the legacy lock key. */
+  readonly owner: string;
 }
 
 export const DEFAULT_PREFIX = 'latchkey:';
 
 export function lockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}{${name}}`;
-  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder` };
+  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder`, owner: `${base}:owner` };
 }
 
 /** The channel prefix of waiters' inboxes: a manager listens on `<prefix>inbox:<managerId>`. */
