@@ -1,6 +1,6 @@
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, UnsupportedError } from '../errors.js';
-import { inboxPrefix, type LockKeys } from '../keys.js';
+import { DEFAULT_PREFIX, inboxPrefix, type LockKeys } from '../keys.js';
 import { asInteger, asPair, runScript } from '../lua/run-script.js';
 import {
   compatAcquireScript,
@@ -51,7 +51,8 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
     return ready;
   };
   const legacyKey = (keys: LockKeys): string => prefix + keys.name;
-  const inboxes = inboxPrefix(prefix);
+  // The prefix is often "" in this mode: the inbox channels keep latchkey's own, not a bare "inbox:".
+  const inboxes = inboxPrefix(prefix === '' ? DEFAULT_PREFIX : prefix);
   const closers = new Set<() => Promise<void>>();
 
   return {
