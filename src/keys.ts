@@ -15,6 +15,8 @@ export interface LockKeys {
   readonly alive: string;
   /** Hash describing the holder (who, since), when recorded: see the `holder` option. */
   readonly holder: string;
+  /** Compat mode only (the `compat` option): the token of the latchkey lease that wrote the legacy lock key. */
+  readonly owner: string;
   /**
    * Set for a counting semaphore's keys ({@link semaphoreKeys}): `lock` is then the holders set
    * and `holder` the permits hash, and backends run the semaphore's operations.
@@ -34,7 +36,7 @@ export const DEFAULT_PREFIX = 'latchkey:';
 
 export function lockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}{${name}}`;
-  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder` };
+  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder`, owner: `${base}:owner` };
 }
 
 /**
@@ -50,6 +52,7 @@ export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec)
     queue: `${base}:queue`,
     alive: `${base}:alive`,
     holder: `${base}:permits`,
+    owner: `${base}:owner`, // unused: semaphores have no compat mode
     semaphore: spec,
   };
 }

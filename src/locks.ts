@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend, type Replication } from './backend/redis-backend.js';
+import { compatBackend } from './backend/compat-backend.js';
 import { redlockBackend } from './backend/redlock-backend.js';
 import { adaptClient, addressOf, connectUrl } from './client/detect.js';
 import type { ScriptClient } from './client/script-client.js';
@@ -128,12 +129,18 @@ interface Settings {
 export function createLocks(options?: LocksOptions): Locks {
   const o = checkOptions<LocksOptions>(options, LOCKS_OPTIONS, 'options');
   const settings: Settings = {
-    prefix: o.prefix === undefined ? DEFAULT_PREFIX : checkPrefix(o.prefix),
+    // In compat mode the lock key is `prefix + name` as the legacy services spell it: no prefix by default.
+    prefix: o.prefix === undefined ? (o.compat === undefined ? DEFAULT_PREFIX : '') : checkPrefix(o.prefix),
     ttl: o.ttl === undefined ? 10_000 : checkTtl(o.ttl),
     wait: o.wait === undefined ? 10_000 : checkWait(o.wait),
     strategy: o.strategy === undefined ? 'notify' : checkStrategy(o.strategy),
     driftFactor: o.driftFactor === undefined ? 0.01 : checkFraction(o.driftFactor, 'driftFactor', 0.5),
-    tuning: { ...DEFAULT_TUNING, ...(o.recheck === undefined ? {} : { recheck: checkCount(o.recheck, 'recheck', 1) }) },
+    tuning: {
+      ...DEFAULT_TUNING,
+      // Legacy clients release with a bare DEL that wakes nobody: compat waiters look more often.
+      ...(o.compat === undefined ? {} : { recheck: COMPAT_RECHECK }),
+      ...(o.recheck === undefined ? {} : { recheck: checkCount(o.recheck, 'recheck', 1) }),
+    },
     localHandoffs: o.localHandoffs === undefined ? 8 : checkCount(o.localHandoffs, 'localHandoffs', 0),
     holder: checkHolder(o.holder),
   };
@@ -205,6 +212,7 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
     throw new InvalidOptionError('nodeTimeout', 'to be given only with "redlock"', o.nodeTimeout);
   }
   const replication = o.replication === undefined ? undefined : checkReplication(o.replication);
+  if (o.compat !== undefined) return chooseCompatBackend(o, prefix);
   if (replication && o.redis === undefined && o.url === undefined) {
     throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
   }
@@ -227,6 +235,37 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
     return memoryBackend(o.memory);
   }
   return memoryBackend(createMemoryStore());
+}
+
+/** The default `recheck` in compat mode, ms (see {@link LocksOptions.recheck}). */
+const COMPAT_RECHECK = 100;
+
+function chooseCompatBackend(o: Partial<LocksOptions>, prefix: string): Backend {
+  const mode = o.compat;
+  if (mode !== 'timestamp' && mode !== 'timestamp-seconds') {
+    throw new InvalidOptionError('compat', '"timestamp" (an expiry in Unix milliseconds, as the legacy lock writes it) or "timestamp-seconds"', mode);
+  }
+  if (o.redis === undefined && o.url === undefined) {
+    const other = o.redlock !== undefined ? 'redlock' : o.memory !== undefined ? 'memory' : 'the default in-memory store';
+    throw new InvalidOptionError(
+      'compat',
+      `to be given only with "redis" or "url": the legacy services lock one key on one Redis, and ${other} is not where they look`,
+      mode,
+    );
+  }
+  if (o.replication !== undefined) {
+    throw new InvalidOptionError('replication', 'not to be given with "compat" (compat mode runs no WAIT after its acquire)', o.replication);
+  }
+  if (o.url !== undefined) return compatBackend(connectChecked(o.url, 'url'), prefix, mode);
+  const client = adaptClient(o.redis);
+  if (client.cluster) {
+    throw new InvalidOptionError(
+      'compat',
+      'a single Redis, not a Cluster client: the legacy lock key and latchkey\'s keys beside it are in different slots, so no script can check and take them atomically',
+      mode,
+    );
+  }
+  return compatBackend(client, prefix, mode);
 }
 
 class LockManager implements Locks {
@@ -348,7 +387,7 @@ class LockManager implements Locks {
     if (!this.#backend.semaphores) {
       throw new UnsupportedError(
         `a semaphore on ${this.#backend.name}`,
-        'permits counted on each Redlock node cannot be decided by a majority; use one Redis (with replicas), a Cluster, or the in-memory backend',
+        'semaphores need one Redis (with replicas), a Cluster, or the in-memory backend: permits counted on each Redlock node cannot be decided by a majority, and compat mode is for legacy lock keys only',
       );
     }
     const defaults: AcquireOptions = {

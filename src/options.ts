@@ -32,11 +32,20 @@ export interface BackendOptions {
   readonly nodeTimeout?: number;
   /** An in-memory store to share between managers in one process (from `createMemoryStore()`). */
   readonly memory?: MemoryStore;
+  /**
+   * Migration only: share lock keys with services still running the timestamp lock of the old
+   * articles (`SETNX key <expiry>`, `GET` then `GETSET` to take over an expired lock, `DEL` to
+   * release). The lock key is then `prefix + name` exactly (the prefix defaults to `""`, so the
+   * name is the legacy key) and holds what those services expect: the lease's expiry as a Unix
+   * timestamp in milliseconds (`"timestamp"`) or seconds (`"timestamp-seconds"`). Only with
+   * `redis` or `url` (one Redis, not Cluster). Needs synchronised clocks: see docs/safety.md.
+   */
+  readonly compat?: 'timestamp' | 'timestamp-seconds';
 }
 
 /** Options of {@link createLocks}. Every per-call option set here is the default for calls. */
 export interface LocksOptions extends BackendOptions {
-  /** Prefix of every key latchkey writes. Default `"latchkey:"`. May not contain `{` or `}`. */
+  /** Prefix of every key latchkey writes. Default `"latchkey:"` (`""` with `compat`). May not contain `{` or `}`. */
   readonly prefix?: string;
   /** Default lease TTL in ms. Default 10000. */
   readonly ttl?: number;
@@ -44,7 +53,7 @@ export interface LocksOptions extends BackendOptions {
   readonly wait?: number;
   /** Default waiting strategy. Default `"notify"`. */
   readonly strategy?: WaitStrategyName;
-  /** notify: longest sleep between attempts without a release message, ms. Default 1000. */
+  /** notify: longest sleep between attempts without a release message, ms. Default 1000 (100 with `compat`: legacy releases announce nothing). */
   readonly recheck?: number;
   /** Clock-drift allowance as a fraction of the TTL (plus 2 ms). Default 0.01. */
   readonly driftFactor?: number;
@@ -81,4 +90,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder'] as const;

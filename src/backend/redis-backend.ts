@@ -1,6 +1,7 @@
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, ReplicationError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
+import type { LuaScript } from '../lua/lua-script.js';
 import { asInteger, asPair, runScript, runScriptReplicated } from '../lua/run-script.js';
 import {
   acquireScript,
@@ -220,19 +221,19 @@ function keysPrefix(keys: LockKeys): string {
   return keys.lock.slice(0, keys.lock.indexOf('{'));
 }
 
-/** Narrows inspect.lua's reply. */
-function asSnapshot(reply: unknown): LockSnapshot {
+/** Narrows inspect.lua's reply (or compat-inspect.lua's: the same shape). */
+export function asSnapshot(reply: unknown, script: LuaScript = inspectScript): LockSnapshot {
   if (!Array.isArray(reply) || reply.length !== 6) {
-    throw new BackendError('inspect', `unexpected reply ${JSON.stringify(reply)} (expected 6 fields)`);
+    throw new BackendError(script.name, `unexpected reply ${JSON.stringify(reply)} (expected 6 fields)`);
   }
   const [token, pttl, fence, queued, who, since] = reply as unknown[];
   const held = typeof token === 'string';
-  const ttl = asInteger(pttl, inspectScript);
+  const ttl = asInteger(pttl, script);
   return {
     token: held ? token : null,
     ttl: held ? ttl : 0,
-    fence: fence === null || fence === undefined ? null : asInteger(fence, inspectScript),
-    queued: asInteger(queued, inspectScript),
-    holder: held && typeof who === 'string' && since != null ? { who, since: asInteger(since, inspectScript) } : null,
+    fence: fence === null || fence === undefined ? null : asInteger(fence, script),
+    queued: asInteger(queued, script),
+    holder: held && typeof who === 'string' && since != null ? { who, since: asInteger(since, script) } : null,
   };
 }

@@ -122,6 +122,36 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
 }
 
 /**
+ * Compat mode (`compat: 'timestamp'`) on a real server through ioredis: the lock key is
+ * `prefix + name` itself, latchkey's queue and owner keys sit beside it under `<prefix>{<name>}`.
+ */
+export async function compatHarness(server: RedisServer): Promise<BackendHarness> {
+  const raw = rawClient(server);
+  const clients: Redis[] = [];
+  const made: Locks[] = [];
+  return {
+    name: 'redis compat timestamp via ioredis',
+    locks: (settings) => {
+      const client = new Redis(server.port, '127.0.0.1');
+      clients.push(client);
+      const locks = createLocks({ ...settings, compat: 'timestamp', redis: client });
+      made.push(locks);
+      return locks;
+    },
+    forceDelete: async (prefix, name) => {
+      await raw.del(`${prefix}${name}`);
+    },
+    queued: (prefix, name) => raw.zcard(lockKeys(prefix, name).queue),
+    semaphoreQueued: async () => 0,
+    close: async () => {
+      await Promise.all(made.map((l) => l.close()));
+      await Promise.all(clients.map((c) => c.quit()));
+      await raw.quit();
+    },
+  };
+}
+
+/**
  * Starts a redis-server for the calling test file (beforeAll) and stops it after (afterAll),
  * with a raw client for inspecting keys and a list of clean-up steps run in reverse order first.
  */

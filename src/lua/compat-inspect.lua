@@ -1,0 +1,52 @@
+--[[
+  compat-inspect: a consistent snapshot of one compat lock, for operators (read-only). The lock
+  is held while its timestamp is in the future by the Redis server's clock, by a latchkey lease
+  (the owner key holds its token and the lock key has an expiry: see compat-acquire.lua) or by a
+  legacy client.
+
+  KEYS[1]  lock key    string: the legacy lock key, an expiry timestamp
+  KEYS[2]  owner key   string: the token of the latchkey lease that wrote KEYS[1]
+  KEYS[3]  fence key   string: the last fence issued (latchkey leases only)
+  KEYS[4]  queue key   sorted set: queued latchkey waiters
+  KEYS[5]  holder key  hash: token, who, since (see record-holder.lua)
+  ARGV[1]  unit        milliseconds per unit of the timestamp: "1" or "1000"
+
+  Returns
+    {token or false, ms, last fence or false, queued, who or false, since or false}
+    token is the latchkey lease's token, or "legacy:<value>" for a legacy holder (which
+    compat-release.lua accepts for Locks.forceRelease); false when free (no key, or a timestamp
+    in the past). ms is the time until the timestamp passes. who and since only for a latchkey
+    lease that recorded itself.
+  Errors
+    "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else.
+    WRONGTYPE  one of the keys holds a value of another type.
+]]
+local lockKey = KEYS[1]
+local unit = tonumber(ARGV[1])
+local current = redis.call('GET', lockKey)
+local fence = redis.call('GET', KEYS[3])
+local queued = redis.call('ZCARD', KEYS[4])
+local token, ms, who, since = false, 0, false, false
+if current then
+  if not string.match(current, '^%d+$') then
+    return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds "' .. string.sub(current, 1, 40) .. '", not a timestamp')
+  end
+  local time = redis.call('TIME')
+  local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local heldUntil = (tonumber(current) + 1) * unit - 1
+  if nowMs <= heldUntil then
+    ms = heldUntil - nowMs
+    if redis.call('PTTL', lockKey) >= 0 then
+      token = redis.call('GET', KEYS[2])
+    else
+      token = 'legacy:' .. current
+    end
+  end
+end
+if token then
+  local recorded = redis.call('HMGET', KEYS[5], 'token', 'who', 'since')
+  if recorded[1] == token then
+    who, since = recorded[2], recorded[3]
+  end
+end
+return {token, ms, fence, queued, who, since}

@@ -1,0 +1,11 @@
+import { afterAll, describe } from 'vitest';
+import { compatHarness } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { lockContract } from './lock-contract.js';
+
+describe('contract: compat mode (timestamp lock keys shared with legacy services) on a single Redis', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  // Releases only wake waiters (legacy clients neither queue nor listen), and there is nothing to list.
+  lockContract(async () => compatHarness((server = await RedisServer.start())), { handsOff: false, fencedWrites: true, semaphores: false, list: false });
+});
