@@ -41,10 +41,11 @@ export function lockKeys(prefix: string, name: string): LockKeys {
 
 /**
  * The keys of the counting semaphore `name`: `<prefix>{name}:sem` (holders, a sorted set of
- * tokens by expiry) and its companions, all with the hash tag `{name}`.
+ * tokens by expiry) and its companions, all with the hash tag `{name}`. A read-write lock uses
+ * the same layout under `:rw`.
  */
-export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec): LockKeys {
-  const base = `${prefix}{${name}}:sem`;
+export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec, kind: 'sem' | 'rw' = 'sem'): LockKeys {
+  const base = `${prefix}{${name}}:${kind}`;
   return {
     name,
     lock: base,

@@ -23,7 +23,8 @@ import { undecided, type QuorumOutcome } from './backend/quorum.js';
 import { DEFAULT_PREFIX, lockKeys, semaphoreKeys, type LockKeys } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
-import { SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
+import { MAX_PERMITS, SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
+import { READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 
@@ -94,6 +95,13 @@ export interface Locks {
    * ({@link UnsupportedError}).
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore;
+  /**
+   * A read-write lock named `name`: many readers at once, or one writer. Waiters are served first
+   * come, first served across processes, so a waiting writer holds back the readers that come
+   * after it (a stream of readers cannot starve it), and the readers queued behind a writer go in
+   * together when it releases. Each read or write is a Lease. Not over Redlock.
+   */
+  readWriteLock(name: string, options?: ReadWriteLockOptions): ReadWriteLock;
   /**
    * Stops waits in progress (they reject with a `LockAbortedError`), releases the leases this
    * manager holds, and closes the connections latchkey made. A borrowed client stays open.
@@ -384,10 +392,45 @@ class LockManager implements Locks {
     const semName = checkKey(name, 'name');
     const o = checkOptions<SemaphoreOptions>(options, SEMAPHORE_OPTIONS, 'options');
     const limit = checkCount(o.limit, 'limit', 1, 'a positive integer number of permits');
+    if (limit > MAX_PERMITS) throw new InvalidOptionError('limit', `at most ${MAX_PERMITS} permits`, limit);
+    return this.#permitsOf(semName, limit, 'sem', o);
+  }
+
+  readWriteLock(name: string, options?: ReadWriteLockOptions): ReadWriteLock {
+    this.#assertOpen();
+    const rwName = checkKey(name, 'name');
+    const o = checkOptions<ReadWriteLockOptions>(options, READ_WRITE_LOCK_OPTIONS, 'options');
+    // Readers take one permit, a writer all of them; the queue is first come, first served.
+    const sem = this.#permitsOf(rwName, MAX_PERMITS, 'rw', o);
+    const reader = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'), permits: 1 });
+    const writer = (options: AcquireOptions | undefined): PermitOptions => ({
+      ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'),
+      permits: MAX_PERMITS,
+    });
+    const scoped = (as: (o: AcquireOptions | undefined) => PermitOptions) =>
+      (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
+        const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
+        const given = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
+        if (typeof fn !== 'function') return Promise.reject(new InvalidOptionError('fn', 'a function to run while the lock is held', fn));
+        return sem.withPermit(as(given), fn);
+      }) as ReadWriteLock['withRead'];
+    return {
+      name: rwName,
+      read: (options) => sem.acquire(reader(options)),
+      tryRead: (options) => sem.tryAcquire(reader(options)),
+      write: (options) => sem.acquire(writer(options)),
+      tryWrite: (options) => sem.tryAcquire(writer(options)),
+      withRead: scoped(reader),
+      withWrite: scoped(writer),
+    };
+  }
+
+  /** A semaphore handle: the permits of `name` under the key kind `kind` ("sem", or "rw" for a read-write lock). */
+  #permitsOf(name: string, limit: number, kind: 'sem' | 'rw', o: Partial<SemaphoreOptions>): Semaphore {
     if (!this.#backend.semaphores) {
       throw new UnsupportedError(
-        `a semaphore on ${this.#backend.name}`,
-        'semaphores need one Redis (with replicas), a Cluster, or the in-memory backend: permits counted on each Redlock node cannot be decided by a majority, and compat mode is for legacy lock keys only',
+        `a ${kind === 'rw' ? 'read-write lock' : 'semaphore'} on ${this.#backend.name}`,
+        'it needs one Redis (with replicas), a Cluster, or the in-memory backend: permits counted on each Redlock node cannot be decided by a majority, and compat mode is for legacy lock keys only',
       );
     }
     const defaults: AcquireOptions = {
@@ -398,13 +441,13 @@ class LockManager implements Locks {
     const keyCache = new Map<number, LockKeys>(); // by permits: a semaphore is used with one or two counts
     const keysFor = (permits: number): LockKeys => {
       let keys = keyCache.get(permits);
-      if (!keys) keyCache.set(permits, (keys = semaphoreKeys(this.#settings.prefix, semName, { limit, permits })));
+      if (!keys) keyCache.set(permits, (keys = semaphoreKeys(this.#settings.prefix, name, { limit, permits }, kind)));
       return keys;
     };
     const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> =>
       this.#acquirePermits(keysFor, limit, { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') }, once);
     return {
-      name: semName,
+      name,
       limit,
       acquire: (options) => acquire(options, false) as Promise<Lease>,
       tryAcquire: (options) => acquire(options, true),

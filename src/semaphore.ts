@@ -44,3 +44,6 @@ export interface Semaphore {
 }
 
 export const SEMAPHORE_OPTIONS = ['limit', 'ttl', 'wait', 'strategy'] as const;
+
+/** The largest `limit` (and what a read-write lock's writer takes): 2^30 permits. */
+export const MAX_PERMITS = 2 ** 30;

@@ -4,13 +4,15 @@
   permits than are free holds the others back), and issue a fencing token; otherwise join the
   semaphore's wait queue and report when the next permit expires.
 
-  Each holder is a lease of its own: one member "<token>.<i>" per permit in the holders set,
-  scored by the lease's expiry (server clock, ms), so the permits of a crashed process come back
-  when its TTL runs out, without anybody releasing them, and the permits in use are the set's
-  size (ZCARD, whatever the limit). Expired members are dropped by every call before counting.
+  Each holder is a lease of its own: a member of the holders set scored by its expiry (server
+  clock, ms), so the permits of a crashed process come back when its TTL runs out, without
+  anybody releasing them. Expired holders are dropped by every call before counting. The permits
+  in use are kept in the permits hash under "#used" (tokens are hex: no clash), so a count costs
+  the same whatever the limit and however many permits one holder takes (a read-write lock's
+  writer takes them all).
 
-  KEYS[1]  holders key sorted set: "<token>.<i>" -> expiry (server ms), one member per permit
-  KEYS[2]  permits key hash: token -> "<permits> <fence>" (how many members it has)
+  KEYS[1]  holders key sorted set: token -> expiry (server ms)
+  KEYS[2]  permits key hash: token -> "<permits> <fence>", and "#used" -> permits in use
   KEYS[3]  fence key   string: the last fence issued for this semaphore
   KEYS[4]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
   KEYS[5]  alive key   hash: waiter -> "<deadline ms>", when its entry is dead without another attempt
@@ -46,8 +48,12 @@ local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', holders, '-inf', nowMs)
 if #expired > 0 then
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', nowMs)
-  for _, member in ipairs(expired) do
-    redis.call('HDEL', permitsKey, string.match(member, '^(.*)%.%d+$'))
+  for _, gone in ipairs(expired) do
+    local entry = redis.call('HGET', permitsKey, gone)
+    if entry then
+      redis.call('HDEL', permitsKey, gone)
+      redis.call('HINCRBY', permitsKey, '#used', -tonumber(string.match(entry, '^(%d+)')))
+    end
   end
 end
 
@@ -61,12 +67,9 @@ end
 
 local mine = redis.call('HGET', permitsKey, token)
 if mine then
-  local n, fence = string.match(mine, '^(%d+) (%d+)$')
-  for i = 1, tonumber(n) do
-    redis.call('ZADD', holders, nowMs + ttl, token .. '.' .. i)
-  end
+  redis.call('ZADD', holders, nowMs + ttl, token)
   keepFor(nowMs + ttl)
-  return {1, tonumber(fence)}
+  return {1, tonumber(string.match(mine, ' (%d+)$'))}
 end
 
 -- The first live waiter in the queue, dropping dead entries on the way.
@@ -82,7 +85,7 @@ local function firstLive()
   return nil
 end
 
-local used = redis.call('ZCARD', holders)
+local used = tonumber(redis.call('HGET', permitsKey, '#used') or '0')
 local head = firstLive()
 if (head == nil or head == waiter) and used + want <= limit then
   local last = redis.call('GET', fenceKey)
@@ -92,10 +95,9 @@ if (head == nil or head == waiter) and used + want <= limit then
     fence = previous + 1
   end
   redis.call('SET', fenceKey, fence, 'PX', ttl + tonumber(ARGV[3]))
-  for i = 1, want do
-    redis.call('ZADD', holders, nowMs + ttl, token .. '.' .. i)
-  end
+  redis.call('ZADD', holders, nowMs + ttl, token)
   redis.call('HSET', permitsKey, token, want .. ' ' .. string.format('%.0f', fence))
+  redis.call('HINCRBY', permitsKey, '#used', want)
   keepFor(nowMs + ttl)
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)

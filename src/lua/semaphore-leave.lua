@@ -3,7 +3,7 @@
   first, wake the next live one (it may fit now); and say whether it holds permits anyway (an
   acquire whose reply was lost: the caller then releases them).
 
-  KEYS[1]  holders key sorted set: "<token>.<i>" -> expiry (server ms), one member per permit
+  KEYS[1]  holders key sorted set: token -> expiry (server ms)
   KEYS[2]  queue key   sorted set of waiters
   KEYS[3]  alive key   hash: waiter -> "<deadline ms>"
   ARGV[1]  waiter      "<inbox>:<id>"
@@ -25,7 +25,7 @@ if wasFirst then
     redis.call(publish, ARGV[3] .. string.match(nextWaiter, '^(.*):[^:]*$'), nextWaiter .. ' 0')
   end
 end
-if redis.call('ZSCORE', KEYS[1], ARGV[2] .. '.1') then
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   return 1
 end
 return 0

@@ -2,8 +2,8 @@
   semaphore-release: give back a holder's permits, only if its lease is still there, and wake
   the first live queued waiter ("<waiter> 0": it tries again at once and keeps its place).
 
-  KEYS[1]  holders key sorted set: "<token>.<i>" -> expiry (server ms), one member per permit
-  KEYS[2]  permits key hash: token -> "<permits> <fence>"
+  KEYS[1]  holders key sorted set: token -> expiry (server ms)
+  KEYS[2]  permits key hash: token -> "<permits> <fence>", and "#used" -> permits in use
   KEYS[3]  queue key   sorted set of waiters
   KEYS[4]  alive key   hash: waiter -> "<deadline ms>"
   ARGV[1]  token       the lease's token
@@ -25,10 +25,9 @@ if not mine then
   return 0
 end
 redis.call('HDEL', permitsKey, ARGV[1])
-local expiry = redis.call('ZSCORE', holders, ARGV[1] .. '.1')
-for i = 1, tonumber(string.match(mine, '^(%d+)')) do
-  redis.call('ZREM', holders, ARGV[1] .. '.' .. i)
-end
+redis.call('HINCRBY', permitsKey, '#used', -tonumber(string.match(mine, '^(%d+)')))
+local expiry = redis.call('ZSCORE', holders, ARGV[1])
+redis.call('ZREM', holders, ARGV[1])
 if not expiry or tonumber(expiry) <= nowMs then
   return 0
 end

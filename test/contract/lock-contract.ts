@@ -76,9 +76,9 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
     }
   };
   /** Resolves once a waiter is queued for the semaphore in the backend (polls, like `queued`). */
-  const queuedFor = async (name: string): Promise<void> => {
+  const queuedFor = async (name: string, kind: 'sem' | 'rw' = 'sem'): Promise<void> => {
     const end = performance.now() + 5000;
-    while ((await h.semaphoreQueued(prefix, name)) < 1) {
+    while ((await h.semaphoreQueued(prefix, name, kind)) < 1) {
       if (performance.now() > end) throw new Error(`no waiter queued for semaphore "${name}" within 5 s`);
       await new Promise((r) => setTimeout(r, 2));
     }
@@ -769,9 +769,56 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       expect(await sem.tryAcquire()).not.toBeNull();
     });
 
+    itIf(can.semaphores)('a read-write lock lets readers in together and a writer alone', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const rwA = a.readWriteLock('doc');
+      const rwB = b.readWriteLock('doc');
+      const r1 = await rwA.read();
+      const r2 = await rwB.tryRead();
+      expect(r2).not.toBeNull();
+      expect(await rwB.tryWrite()).toBeNull();
+      await Promise.all([r1.release(), r2!.release()]);
+      const w = await rwB.tryWrite();
+      expect(w).not.toBeNull();
+      expect(await rwA.tryRead()).toBeNull();
+      expect(await rwA.tryWrite()).toBeNull();
+      await w!.release();
+      expect(await rwA.withRead(() => 'read')).toBe('read');
+      expect(await rwA.withWrite(async (lease) => lease.held)).toBe(true);
+    });
+
+    itIf(can.semaphores)('a waiting writer is not starved by readers that come after it (FIFO, readers batched)', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      const order: string[] = [];
+      const first = await a.readWriteLock('feed').read({ ttl: 60_000 });
+      const writer = b
+        .readWriteLock('feed')
+        .write({ wait: 10_000, ttl: 60_000 })
+        .then((lease) => (order.push('writer'), lease));
+      await queuedFor('feed', 'rw');
+      // A reader that comes after the writer does not join the reader still holding the lock.
+      expect(await c.readWriteLock('feed').tryRead()).toBeNull();
+      const late = [1, 2].map(() =>
+        c
+          .readWriteLock('feed')
+          .read({ wait: 10_000, ttl: 60_000 })
+          .then((lease) => (order.push('reader'), lease)),
+      );
+      await first.release();
+      const w = await writer;
+      expect(order).toEqual(['writer']);
+      await w.release();
+      const readers = await Promise.all(late);
+      expect(order).toEqual(['writer', 'reader', 'reader']);
+      await Promise.all(readers.map((r) => r.release()));
+    });
+
     itIf(!can.semaphores)('is refused with an UnsupportedError where permits cannot be counted', async () => {
       fresh();
       expect(() => locks().semaphore('nope', { limit: 2 })).toThrow(UnsupportedError);
+      expect(() => locks().readWriteLock('nope')).toThrow(UnsupportedError);
     });
   });
 

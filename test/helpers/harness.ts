@@ -23,7 +23,7 @@ export interface BackendHarness {
   /** How many waiters are queued for the lock in the backend (on any node, for Redlock). */
   queued(prefix: string, name: string): Promise<number>;
   /** How many waiters are queued for the semaphore `name` in the backend (0 where semaphores do not exist). */
-  semaphoreQueued(prefix: string, name: string): Promise<number>;
+  semaphoreQueued(prefix: string, name: string, kind?: 'sem' | 'rw'): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -46,7 +46,7 @@ export function memoryHarness(): BackendHarness {
       store.forceRelease(lockKeys(prefix, name).lock);
     },
     queued: async (prefix, name) => store.queueLength(lockKeys(prefix, name).lock),
-    semaphoreQueued: async (prefix, name) => store.semaphoreQueueLength(semaphoreKeys(prefix, name, SPEC).lock),
+    semaphoreQueued: async (prefix, name, kind) => store.semaphoreQueueLength(semaphoreKeys(prefix, name, SPEC, kind).lock),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
     },
@@ -80,7 +80,7 @@ function redisHarness(
       await raw.del(lockKeys(prefix, lock).lock);
     },
     queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
-    semaphoreQueued: (prefix, name) => raw.zcard(semaphoreKeys(prefix, name, SPEC).queue),
+    semaphoreQueued: (prefix, name, kind) => raw.zcard(semaphoreKeys(prefix, name, SPEC, kind).queue),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       await closeClients();

@@ -5,6 +5,10 @@
 //                process of the machine), then "done".
 //   mode "hold": takes every permit (limit of them) with a 500 ms TTL, prints "held <fence>", and
 //                holds them until it is killed.
+//   mode "hold-write": takes the write lease of the read-write lock <name> with a 500 ms TTL,
+//                prints "held <fence>", and holds it until it is killed.
+//   mode "read" / "write": the same loop as "loop" on the read-write lock <name> (limit unused),
+//                printing "<read|write> <start ns> <end ns>".
 import { Redis } from 'ioredis';
 import { createLocks } from '../../dist/index.js';
 
@@ -12,8 +16,25 @@ const [url, prefix, name, limitText, mode, roundsText] = process.argv.slice(2);
 const limit = Number(limitText);
 const client = new Redis(url);
 const locks = createLocks({ redis: client, prefix });
-const sem = locks.semaphore(name, { limit });
-if (mode === 'hold') {
+const sem = ['read', 'write', 'hold-write'].includes(mode) ? undefined : locks.semaphore(name, { limit });
+if (mode === 'hold-write') {
+  const lease = await locks.readWriteLock(name).write({ ttl: 500 });
+  process.stdout.write(`held ${lease.fence}\n`);
+  setInterval(() => {}, 1 << 30);
+} else if (mode === 'read' || mode === 'write') {
+  const rw = locks.readWriteLock(name);
+  const scoped = mode === 'read' ? rw.withRead.bind(rw) : rw.withWrite.bind(rw);
+  for (let i = 0; i < Number(roundsText); i++) {
+    await scoped({ wait: 60_000 }, async () => {
+      const start = process.hrtime.bigint();
+      await new Promise((r) => setTimeout(r, 2));
+      process.stdout.write(`${mode} ${start} ${process.hrtime.bigint()}\n`);
+    });
+  }
+  process.stdout.write('done\n');
+  await locks.close();
+  client.disconnect();
+} else if (mode === 'hold') {
   const lease = await sem.acquire({ permits: limit, ttl: 500 });
   process.stdout.write(`held ${lease.fence}\n`);
   setInterval(() => {}, 1 << 30);

@@ -1,6 +1,7 @@
 /**
- * Counting semaphores across processes on one redis-server: the limit holds between worker
- * processes, and a worker killed with SIGKILL gives its permits back by their TTL.
+ * Counting semaphores and read-write locks across processes on one redis-server: the limit
+ * holds between worker processes, a writer is never beside anyone, and a worker killed with
+ * SIGKILL gives its permits back by their TTL.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -57,6 +58,54 @@ describe('a semaphore shared by processes', () => {
     }
     expect(most).toBeLessThanOrEqual(limit);
     expect(most).toBe(limit);
+  });
+
+  it('a read-write lock never has a writer beside anyone else across 6 processes, and readers do overlap', async () => {
+    const prefix = uniquePrefix();
+    const roles = ['read', 'read', 'read', 'read', 'write', 'write'];
+    const workers = roles.map((role) => worker([prefix, 'doc', '0', role, '20']));
+    await Promise.all(workers.map((w) => w.done));
+    const holds = workers.flatMap((w) => {
+      expect(w.lines.at(-1)).toBe('done');
+      return w.lines.slice(0, -1).map((line) => {
+        const [role, start, end] = line.split(' ') as [string, string, string];
+        return { role, start: BigInt(start), end: BigInt(end) };
+      });
+    });
+    expect(holds).toHaveLength(6 * 20);
+    const overlap = (a: (typeof holds)[number], b: (typeof holds)[number]): boolean => a.start < b.end && b.start < a.end;
+    let readersTogether = 0;
+    for (let i = 0; i < holds.length; i++) {
+      for (let j = i + 1; j < holds.length; j++) {
+        if (!overlap(holds[i]!, holds[j]!)) continue;
+        expect([holds[i]!.role, holds[j]!.role]).toEqual(['read', 'read']);
+        readersTogether++;
+      }
+    }
+    expect(readersTogether).toBeGreaterThan(0);
+  });
+
+  it('frees a read-write lock whose writer was killed with SIGKILL by its TTL', async () => {
+    const prefix = uniquePrefix();
+    const holder = worker([prefix, 'killed-writer', '0', 'hold-write']);
+    const [line] = (await once(createInterface({ input: holder.child.stdout! }), 'line')) as [string];
+    const exited = once(holder.child, 'exit');
+    holder.child.kill('SIGKILL');
+    await exited;
+    const client = new Redis(server.port, '127.0.0.1');
+    const locks = createLocks({ redis: client, prefix });
+    try {
+      const rw = locks.readWriteLock('killed-writer');
+      expect(await rw.tryRead()).toBeNull();
+      const started = performance.now();
+      const read = await rw.read({ wait: 5000 });
+      expect(performance.now() - started).toBeLessThan(500 + 250);
+      expect(read.fence).toBeGreaterThan(Number(line.split(' ')[1]));
+      await read.release();
+    } finally {
+      await locks.close();
+      client.disconnect();
+    }
   });
 
   it('gives the permits of a process killed with SIGKILL back by their TTL, with no release ever sent', async () => {
