@@ -4,6 +4,7 @@ export type { FencedValue, HolderInfo } from './backend/backend.js';
 export type { LockInfo } from './lock-info.js';
 export type { Semaphore, SemaphoreOptions, PermitOptions } from './semaphore.js';
 export type { ReadWriteLock, ReadWriteLockOptions } from './read-write-lock.js';
+export type { FairLock, FairLockOptions } from './fair-lock.js';
 export { MAX_PERMITS } from './semaphore.js';
 export type { AcquireOptions, LocksOptions, BackendOptions } from './options.js';
 export { Lease } from './lease/lease.js';

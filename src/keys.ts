@@ -42,9 +42,12 @@ export function lockKeys(prefix: string, name: string): LockKeys {
 /**
  * The keys of the counting semaphore `name`: `<prefix>{name}:sem` (holders, a sorted set of
  * tokens by expiry) and its companions, all with the hash tag `{name}`. A read-write lock uses
- * the same layout under `:rw`.
+ * the same layout under `:rw`, a fair lock under `:fair`.
  */
-export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec, kind: 'sem' | 'rw' = 'sem'): LockKeys {
+/** Which primitive a semaphore-shaped set of keys belongs to: its key suffix. */
+export type SemaphoreKind = 'sem' | 'rw' | 'fair';
+
+export function semaphoreKeys(prefix: string, name: string, spec: SemaphoreSpec, kind: SemaphoreKind = 'sem'): LockKeys {
   const base = `${prefix}{${name}}:${kind}`;
   return {
     name,

@@ -20,11 +20,12 @@ import {
   UnsupportedError,
 } from './errors.js';
 import { undecided, type QuorumOutcome } from './backend/quorum.js';
-import { DEFAULT_PREFIX, lockKeys, semaphoreKeys, type LockKeys } from './keys.js';
+import { DEFAULT_PREFIX, lockKeys, semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
 import { MAX_PERMITS, SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
 import { READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
+import { FAIR_LOCK_OPTIONS, type FairLock, type FairLockOptions } from './fair-lock.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 
@@ -102,6 +103,14 @@ export interface Locks {
    * together when it releases. Each read or write is a Lease. Not over Redlock.
    */
   readWriteLock(name: string, options?: ReadWriteLockOptions): ReadWriteLock;
+  /**
+   * A fair lock named `name`: one holder at a time, served strictly first come, first served
+   * across processes (no barging, no in-process hand-off). A waiter keeps its place by
+   * re-checking at least every `recheck` ms; one that died is passed over at the next release
+   * (its inbox has no listener), and otherwise drops out within 3 × `recheck` ms of its last
+   * check. Not over Redlock.
+   */
+  fairLock(name: string, options?: FairLockOptions): FairLock;
   /**
    * Stops waits in progress (they reject with a `LockAbortedError`), releases the leases this
    * manager holds, and closes the connections latchkey made. A borrowed client stays open.
@@ -425,11 +434,31 @@ class LockManager implements Locks {
     };
   }
 
-  /** A semaphore handle: the permits of `name` under the key kind `kind` ("sem", or "rw" for a read-write lock). */
-  #permitsOf(name: string, limit: number, kind: 'sem' | 'rw', o: Partial<SemaphoreOptions>): Semaphore {
+  fairLock(name: string, options?: FairLockOptions): FairLock {
+    this.#assertOpen();
+    const fairName = checkKey(name, 'name');
+    const o = checkOptions<FairLockOptions>(options, FAIR_LOCK_OPTIONS, 'options');
+    // A semaphore of one permit: its queue is strictly first come, first served across processes.
+    const sem = this.#permitsOf(fairName, 1, 'fair', o);
+    const one = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'), permits: 1 });
+    return {
+      name: fairName,
+      acquire: (options) => sem.acquire(one(options)),
+      tryAcquire: (options) => sem.tryAcquire(one(options)),
+      withLock: (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
+        const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
+        const given = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
+        if (typeof fn !== 'function') return Promise.reject(new InvalidOptionError('fn', 'a function to run while the lock is held', fn));
+        return sem.withPermit(one(given), fn);
+      }) as FairLock['withLock'],
+    };
+  }
+
+  /** A semaphore handle: the permits of `name` under the key kind `kind` ("sem"; "rw" for a read-write lock; "fair" for a fair lock). */
+  #permitsOf(name: string, limit: number, kind: SemaphoreKind, o: Partial<SemaphoreOptions>): Semaphore {
     if (!this.#backend.semaphores) {
       throw new UnsupportedError(
-        `a ${kind === 'rw' ? 'read-write lock' : 'semaphore'} on ${this.#backend.name}`,
+        `a ${kind === 'rw' ? 'read-write lock' : kind === 'fair' ? 'fair lock' : 'semaphore'} on ${this.#backend.name}`,
         'it needs one Redis (with replicas), a Cluster, or the in-memory backend: permits counted on each Redlock node cannot be decided by a majority, and compat mode is for legacy lock keys only',
       );
     }

@@ -19,6 +19,7 @@ import {
   type Locks,
 } from '../../src/index.js';
 import { hostname } from 'node:os';
+import type { SemaphoreKind } from '../../src/keys.js';
 import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
 
 /** Resolves when `signal` aborts, with its reason. */
@@ -76,9 +77,9 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
     }
   };
   /** Resolves once a waiter is queued for the semaphore in the backend (polls, like `queued`). */
-  const queuedFor = async (name: string, kind: 'sem' | 'rw' = 'sem'): Promise<void> => {
+  const queuedFor = async (name: string, kind: SemaphoreKind = 'sem', count = 1): Promise<void> => {
     const end = performance.now() + 5000;
-    while ((await h.semaphoreQueued(prefix, name, kind)) < 1) {
+    while ((await h.semaphoreQueued(prefix, name, kind)) < count) {
       if (performance.now() > end) throw new Error(`no waiter queued for semaphore "${name}" within 5 s`);
       await new Promise((r) => setTimeout(r, 2));
     }
@@ -815,10 +816,56 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       await Promise.all(readers.map((r) => r.release()));
     });
 
+    itIf(can.semaphores)('a fair lock serves waiters of every manager in arrival order, and nobody barges in', async () => {
+      fresh();
+      const managers = [locks(), locks(), locks(), locks()];
+      const fair = managers.map((l) => l.fairLock('turns', { ttl: 60_000, wait: 10_000 }));
+      const order: number[] = [];
+      const first = await fair[0]!.acquire();
+      const waiting: Array<Promise<Lease>> = [];
+      for (const i of [1, 2, 3]) {
+        waiting.push(fair[i]!.acquire().then((lease) => (order.push(i), lease)));
+        await queuedFor('turns', 'fair', i); // arrival order is the order of joining the queue
+      }
+      // Free a moment later, but waiters are queued: a newcomer does not jump in.
+      await first.release();
+      expect(await fair[0]!.tryAcquire()).toBeNull();
+      for (const p of waiting) await (await p).release();
+      expect(order).toEqual([1, 2, 3]);
+    });
+
+    itIf(can.semaphores)('a fair lock whose holder never releases goes to the first waiter at its TTL, not to a newcomer', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      await a.fairLock('expiring').acquire({ ttl: 300 }); // never released: as if its process died
+      let served = false;
+      const queued = b
+        .fairLock('expiring')
+        .acquire({ wait: 5000 })
+        .then((lease) => ((served = true), lease));
+      await queuedFor('expiring', 'fair');
+      // A newcomer tries all along, through the moment the TTL runs out: it never gets in first.
+      let barged = 0;
+      while (!served) {
+        const lease = await c.fairLock('expiring').tryAcquire();
+        if (lease) {
+          barged++;
+          await lease.release();
+        }
+        await new Promise((r) => setImmediate(r)); // the in-memory store answers in microtasks: let timers run
+      }
+      expect(barged).toBe(0);
+      await (await queued).release();
+      const next = await c.fairLock('expiring').tryAcquire();
+      expect(next).not.toBeNull();
+      await next!.release();
+    });
+
     itIf(!can.semaphores)('is refused with an UnsupportedError where permits cannot be counted', async () => {
       fresh();
       expect(() => locks().semaphore('nope', { limit: 2 })).toThrow(UnsupportedError);
       expect(() => locks().readWriteLock('nope')).toThrow(UnsupportedError);
+      expect(() => locks().fairLock('nope')).toThrow(UnsupportedError);
     });
   });
 

@@ -7,7 +7,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { createClient, createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
-import { lockKeys, semaphoreKeys } from '../../src/keys.js';
+import { lockKeys, semaphoreKeys, type SemaphoreKind } from '../../src/keys.js';
 import type { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
 
@@ -23,7 +23,7 @@ export interface BackendHarness {
   /** How many waiters are queued for the lock in the backend (on any node, for Redlock). */
   queued(prefix: string, name: string): Promise<number>;
   /** How many waiters are queued for the semaphore `name` in the backend (0 where semaphores do not exist). */
-  semaphoreQueued(prefix: string, name: string, kind?: 'sem' | 'rw'): Promise<number>;
+  semaphoreQueued(prefix: string, name: string, kind?: SemaphoreKind): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -7,6 +7,8 @@
 //                holds them until it is killed.
 //   mode "hold-write": takes the write lease of the read-write lock <name> with a 500 ms TTL,
 //                prints "held <fence>", and holds it until it is killed.
+//   mode "fair-wait": waits for the fair lock <name> (6th argument: the manager's recheck, ms),
+//                prints "acquired" and holds it until it is killed.
 //   mode "read" / "write": the same loop as "loop" on the read-write lock <name> (limit unused),
 //                printing "<read|write> <start ns> <end ns>".
 import { Redis } from 'ioredis';
@@ -15,9 +17,14 @@ import { createLocks } from '../../dist/index.js';
 const [url, prefix, name, limitText, mode, roundsText] = process.argv.slice(2);
 const limit = Number(limitText);
 const client = new Redis(url);
-const locks = createLocks({ redis: client, prefix });
-const sem = ['read', 'write', 'hold-write'].includes(mode) ? undefined : locks.semaphore(name, { limit });
-if (mode === 'hold-write') {
+// fair-wait: the 6th argument is the manager's recheck (ms), which sets how long its queue entry outlives it.
+const locks = createLocks({ redis: client, prefix, ...(mode === 'fair-wait' ? { recheck: Number(roundsText) } : {}) });
+const sem = ['read', 'write', 'hold-write', 'fair-wait'].includes(mode) ? undefined : locks.semaphore(name, { limit });
+if (mode === 'fair-wait') {
+  await locks.fairLock(name).acquire({ wait: 60_000 });
+  process.stdout.write('acquired\n');
+  setInterval(() => {}, 1 << 30);
+} else if (mode === 'hold-write') {
   const lease = await locks.readWriteLock(name).write({ ttl: 500 });
   process.stdout.write(`held ${lease.fence}\n`);
   setInterval(() => {}, 1 << 30);

@@ -108,6 +108,66 @@ describe('a semaphore shared by processes', () => {
     }
   });
 
+  /** Resolves once `count` waiters are queued for the fair lock (polls the queue: no event announces it). */
+  async function fairQueued(prefix: string, name: string, count: number): Promise<void> {
+    const raw = new Redis(server.port, '127.0.0.1');
+    try {
+      while ((await raw.zcard(`${prefix}{${name}}:fair:queue`)) < count) await new Promise((r) => setTimeout(r, 5));
+    } finally {
+      raw.disconnect();
+    }
+  }
+
+  it('a fair lock passes over a waiter killed with SIGKILL at the next release', async () => {
+    const prefix = uniquePrefix();
+    const client = new Redis(server.port, '127.0.0.1');
+    const [a, b] = [createLocks({ redis: client, prefix }), createLocks({ redis: client, prefix })];
+    try {
+      const held = await a.fairLock('dead-waiter').acquire({ ttl: 60_000 });
+      const doomed = worker([prefix, 'dead-waiter', '0', 'fair-wait', '1000']);
+      await fairQueued(prefix, 'dead-waiter', 1);
+      const next = b.fairLock('dead-waiter').acquire({ wait: 10_000 });
+      await fairQueued(prefix, 'dead-waiter', 2);
+      const exited = once(doomed.child, 'exit');
+      doomed.child.kill('SIGKILL');
+      await exited;
+      const released = performance.now();
+      await held.release();
+      const lease = await next;
+      // Its inbox has no listener any more: the release skips it and wakes the next waiter at once.
+      expect(performance.now() - released).toBeLessThan(1000);
+      await lease.release();
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      client.disconnect();
+    }
+  });
+
+  it('a fair lock whose holder and first waiter both died goes to the next waiter within the TTL and 3 rechecks', async () => {
+    const prefix = uniquePrefix();
+    const client = new Redis(server.port, '127.0.0.1');
+    const recheck = 200;
+    const [a, b] = [createLocks({ redis: client, prefix, recheck }), createLocks({ redis: client, prefix, recheck })];
+    try {
+      await a.fairLock('all-dead').acquire({ ttl: 300 }); // never released: as if its process died
+      const doomed = worker([prefix, 'all-dead', '0', 'fair-wait', String(recheck)]);
+      await fairQueued(prefix, 'all-dead', 1);
+      const started = performance.now();
+      const next = b.fairLock('all-dead').acquire({ wait: 10_000 });
+      await fairQueued(prefix, 'all-dead', 2);
+      const exited = once(doomed.child, 'exit');
+      doomed.child.kill('SIGKILL');
+      await exited;
+      const lease = await next;
+      // Nobody releases: the dead waiter's entry lapses 3 rechecks after its last check.
+      expect(performance.now() - started).toBeLessThan(300 + 3 * recheck + 1000);
+      await lease.release();
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      client.disconnect();
+    }
+  });
+
   it('gives the permits of a process killed with SIGKILL back by their TTL, with no release ever sent', async () => {
     const prefix = uniquePrefix();
     const holder = worker([prefix, 'crash', '2', 'hold']);

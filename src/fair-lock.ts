@@ -1,0 +1,34 @@
+import type { Lease } from './lease/lease.js';
+import type { AcquireOptions } from './options.js';
+import type { WaitStrategyName } from './wait/strategy.js';
+
+/** Options of {@link Locks.fairLock}: defaults for its calls. */
+export interface FairLockOptions {
+  /** Default lease TTL, ms. Default: the manager's. */
+  readonly ttl?: number;
+  /** Default longest wait, ms. Default: the manager's. */
+  readonly wait?: number;
+  /** Default waiting strategy. Default: the manager's. `backoff` waiters do not queue, and queued ones go first. */
+  readonly strategy?: WaitStrategyName;
+}
+
+/**
+ * A fair lock: one holder at a time, served strictly in arrival order across processes. Unlike
+ * {@link Locks.acquire}, nobody barges in when the lock is free while others wait, and callers
+ * of one process get no hand-off ahead of other processes. A waiter keeps its place in the queue
+ * by re-checking (at least every `recheck` ms, 1 s by default); a waiter that died is passed over
+ * at the next release, since its inbox has no listener, and otherwise drops out within
+ * 3 × `recheck` of its last check. Each acquisition is a {@link Lease}.
+ */
+export interface FairLock {
+  readonly name: string;
+  /** Waits up to `wait` ms for its turn. */
+  acquire(options?: AcquireOptions): Promise<Lease>;
+  /** One attempt: `null` when the lock is held or others wait for it. */
+  tryAcquire(options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null>;
+  /** Runs `fn` holding the lock (renewed by default) and releases it. */
+  withLock<T>(fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+  withLock<T>(options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+}
+
+export const FAIR_LOCK_OPTIONS = ['ttl', 'wait', 'strategy'] as const;
