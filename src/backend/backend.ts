@@ -44,7 +44,7 @@ export type AcquireReply =
 /** What one attempt at several locks found: all taken (a fence per key, in order), or the first busy one. */
 export type MultiAcquireReply =
   | { readonly acquired: true; readonly fences: readonly number[] }
-  /** `busy`: the index of the first busy key; `ttl`: its holder's remaining TTL, ms (-1: no expiry). */
+  /** `busy`: the index (0-based) of the first busy key; `ttl`: its holder's remaining TTL, ms (-1: no expiry). */
   | { readonly acquired: false; readonly busy: number; readonly ttl: number };
 
 /** What an extend found: done, the key gone, or the key held by another token. */

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocks } from '../../src/index.js';
+import { createLocks, WrongTypeError } from '../../src/index.js';
 import { uniquePrefix } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
@@ -109,5 +109,58 @@ describe('multi-locks shared by processes', () => {
       await locks.close();
       client.disconnect();
     }
+  });
+
+  describe('the one-script first attempt (multi-acquire.lua) on a single Redis', () => {
+    it('takes free keys in one script (one token in every lock key); writes nothing when one is busy or of the wrong type', async () => {
+      const prefix = uniquePrefix();
+      const client = new Redis(server.port, '127.0.0.1');
+      const raw = new Redis(server.port, '127.0.0.1');
+      const [a, b] = [createLocks({ redis: client, prefix }), createLocks({ redis: client, prefix })];
+      try {
+        const all = await a.acquireAll(['s2', 's1', 's3']);
+        expect(new Set(await raw.mget(`${prefix}{s1}`, `${prefix}{s2}`, `${prefix}{s3}`))).toEqual(new Set([all.leases[0]!.token]));
+        expect(new Set(all.keys.map((k) => all.fence(k))).size).toBe(1); // one TIME for fresh counters
+        await all.release();
+        expect(await raw.exists(`${prefix}{s1}`, `${prefix}{s2}`, `${prefix}{s3}`)).toBe(0);
+
+        const holder = await b.acquire('busy');
+        expect(await a.tryAcquireAll(['fresh', 'busy', 'zzz'])).toBeNull();
+        // Not even the fence counters of the free locks were written.
+        expect(await raw.exists(`${prefix}{fresh}`, `${prefix}{fresh}:fence`, `${prefix}{zzz}`, `${prefix}{zzz}:fence`)).toBe(0);
+        await holder.release();
+
+        await raw.hset(`${prefix}{wrong}`, 'f', 'v');
+        await expect(a.tryAcquireAll(['fresh', 'wrong'])).rejects.toBeInstanceOf(WrongTypeError);
+        expect(await raw.exists(`${prefix}{fresh}`, `${prefix}{fresh}:fence`)).toBe(0);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        client.disconnect();
+        raw.disconnect();
+      }
+    });
+
+    it('falls back to the ordered path when a key is busy, and then holds each key with a token of its own', async () => {
+      const prefix = uniquePrefix();
+      const client = new Redis(server.port, '127.0.0.1');
+      const raw = new Redis(server.port, '127.0.0.1');
+      const [a, b] = [createLocks({ redis: client, prefix }), createLocks({ redis: client, prefix })];
+      try {
+        const holder = await b.acquire('o2', { ttl: 10_000 });
+        const waiting = a.acquireAll(['o1', 'o2'], { wait: 5000 });
+        await new Promise((r) => setTimeout(r, 50));
+        expect(await raw.get(`${prefix}{o1}`)).not.toBeNull(); // o1 taken, o2 waited for
+        await holder.release();
+        const all = await waiting;
+        const tokens = await raw.mget(`${prefix}{o1}`, `${prefix}{o2}`);
+        expect(tokens).toEqual(all.leases.map((p) => p.token));
+        expect(tokens[0]).not.toBe(tokens[1]);
+        await all.release();
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        client.disconnect();
+        raw.disconnect();
+      }
+    });
   });
 });
