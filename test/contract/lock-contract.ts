@@ -854,6 +854,28 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       await all.release();
     });
 
+    it('extends parts that ran short while a later key was waited for, and starts over when one was lost meanwhile', async () => {
+      fresh();
+      const [a, b, c] = [locks(), locks(), locks()];
+      // e1 is taken at once, e2 only 250 ms later: e1 has about 50 ms left, so it is extended.
+      let holder = await b.acquire('e2', { ttl: 10_000 });
+      setTimeout(() => void holder.release(), 250);
+      const extended = await a.acquireAll(['e1', 'e2'], { ttl: 300, wait: 5000 });
+      expect(extended.timeLeft()).toBeGreaterThan(150);
+      await extended.release();
+      // e1's part expires during the wait and c takes it: a gives e2 back and starts over.
+      holder = await b.acquire('e2', { ttl: 10_000 });
+      const waiting = a.acquireAll(['e1', 'e2'], { ttl: 100, wait: 5000 });
+      await new Promise((r) => setTimeout(r, 150));
+      const taker = await c.acquire('e1', { ttl: 10_000, wait: 1000 });
+      await holder.release();
+      setTimeout(() => void taker.release(), 100);
+      const all = await waiting;
+      expect(all.held).toBe(true);
+      expect(all.fence('e1')).toBeGreaterThan(taker.fence);
+      await all.release();
+    });
+
     it('callers with overlapping sets in opposite orders never deadlock, and never hold a key at once', async () => {
       fresh();
       const managers = [locks(), locks()];
