@@ -16,13 +16,15 @@ const entries = files.map((file) => {
   if (!header) throw new Error(`${file}: missing the --[[ contract header ]]`);
   // Declared keys and arguments: lines that start with KEYS[i] or ARGV[i] (each index once).
   const keys = [...new Set([...header[1].matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])))];
+  // Keys repeated per item (a script on several locks): lines that start with KEYS[<k>i] or KEYS[<k>i-<j>].
+  const perItem = new Set([...header[1].matchAll(/^\s*KEYS\[(\d*i(?:-\d+)?)\]/gm)].map((m) => m[1])).size;
   const args = [...new Set([...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1])))];
   const used = [...source.slice(header[0].length).matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1]));
   for (const k of used) {
     if (!keys.includes(k)) throw new Error(`${file}: uses KEYS[${k}] but its header does not document it`);
   }
   const sha = createHash('sha1').update(source).digest('hex');
-  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length };
+  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length, keysPerItem: perItem };
 });
 
 const out = [
@@ -31,11 +33,12 @@ const out = [
   '',
   ...entries.map((e) =>
     [
-      `/** ${e.file}: ${e.numberOfKeys} key(s), ${e.numberOfArgs} argument(s). */`,
+      `/** ${e.file}: ${e.keysPerItem > 0 ? `${e.numberOfKeys} key(s) and ${e.keysPerItem} per item` : `${e.numberOfKeys} key(s)`}, ${e.numberOfArgs} argument(s). */`,
       `export const ${e.name}Script: LuaScript = {`,
       `  name: ${JSON.stringify(e.name)},`,
       `  numberOfKeys: ${e.numberOfKeys},`,
       `  numberOfArgs: ${e.numberOfArgs},`,
+      ...(e.keysPerItem > 0 ? [`  keysPerItem: ${e.keysPerItem},`] : []),
       `  sha: ${JSON.stringify(e.sha)},`,
       `  source: ${JSON.stringify(e.source)},`,
       '};',

@@ -8,6 +8,7 @@ export type { FairLock, FairLockOptions } from './fair-lock.js';
 export { MAX_PERMITS } from './semaphore.js';
 export type { AcquireOptions, LocksOptions, BackendOptions } from './options.js';
 export { Lease } from './lease/lease.js';
+export { MultiLease } from './multi-lease.js';
 export type { LeaseState } from './lease/lease.js';
 export type { RenewOptions } from './lease/watchdog.js';
 export type { WaitStrategyName } from './wait/strategy.js';

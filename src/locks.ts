@@ -26,6 +26,7 @@ import { lockInfo, type LockInfo } from './lock-info.js';
 import { MAX_PERMITS, SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
 import { READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
 import { FAIR_LOCK_OPTIONS, type FairLock, type FairLockOptions } from './fair-lock.js';
+import { MultiLease } from './multi-lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 
@@ -67,6 +68,26 @@ export interface Locks {
    */
   withLock<T>(key: string, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+  /**
+   * Acquires every lock of `keys`, all or nothing, waiting up to `wait` ms in all. The keys are
+   * taken in one fixed global order (sorted by code unit), so callers with overlapping sets never
+   * deadlock; on one Redis (not Cluster, not with `replication`) a first attempt takes them all
+   * in one script when all are free. When a key cannot be had (timeout, abort, error) the keys
+   * already taken are released before the call rejects, as {@link Locks.acquire} would. `keys`
+   * must be a non-empty array of distinct names.
+   */
+  acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLease>;
+  /**
+   * Tries once to take every lock of `keys`: resolves to a multi-lease, or `null` when any of
+   * them is held (or waited for by callers of this manager). Never leaves some of them held.
+   */
+  tryAcquireAll(keys: readonly string[], options?: Omit<AcquireOptions, 'wait'>): Promise<MultiLease | null>;
+  /**
+   * Runs `fn` while holding every lock of `keys` (renewed by default), and releases them all when
+   * it returns or throws; rejects with `LeaseLostError` when any part was lost before the release.
+   */
+  withLocks<T>(keys: readonly string[], fn: (lease: MultiLease) => Promise<T> | T): Promise<T>;
+  withLocks<T>(keys: readonly string[], options: AcquireOptions, fn: (lease: MultiLease) => Promise<T> | T): Promise<T>;
   /**
    * Writes `value` to the resource key `resource` only if `fence` (a number, or a lease's fence) is
    * at least the highest fence the resource has accepted; rejects with {@link StaleFenceError}
@@ -337,8 +358,126 @@ class LockManager implements Locks {
     return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
   }
 
+  acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLease> {
+    return this.#acquireAll(keys, options, false) as Promise<MultiLease>;
+  }
+
+  tryAcquireAll(keys: readonly string[], options?: Omit<AcquireOptions, 'wait'>): Promise<MultiLease | null> {
+    return this.#acquireAll(keys, options, true);
+  }
+
+  async withLocks<T>(
+    keys: readonly string[],
+    optionsOrFn: AcquireOptions | ((lease: MultiLease) => Promise<T> | T),
+    maybeFn?: (lease: MultiLease) => Promise<T> | T,
+  ): Promise<T> {
+    const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
+    const options = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
+    if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function to run while the locks are held', fn);
+    return this.#runHolding(await this.acquireAll(keys, { renew: true, ...options }), fn);
+  }
+
+  /**
+   * Takes every key of `names`, all or nothing. First, when the backend can and no caller of this
+   * process holds or waits for any of them, one atomic attempt for all (#acquireAtOnce). Then the
+   * ordered path: each key in the global order with the per-key machinery (local queues, the
+   * backend's queue, notifications); on any failure the keys taken so far are released.
+   */
+  async #acquireAll(names: unknown, options: AcquireOptions | undefined, once: boolean): Promise<MultiLease | null> {
+    this.#assertOpen();
+    const sorted = checkKeySet(names);
+    const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
+    const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
+    const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
+    const signal = checkSignal(o.signal);
+    const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
+    const renew = checkRenew(o.renew);
+    signal?.throwIfAborted();
+    const started = now();
+    const deadline = started + wait;
+
+    const atOnce = await this.#acquireAtOnce(sorted, ttl, renew);
+    if (signal?.aborted) {
+      await releaseAll(atOnce ?? []);
+      throw signal.reason;
+    }
+    if (atOnce) return new MultiLease(atOnce, ttl);
+    if (atOnce === null && once) return null;
+
+    const part: AcquireOptions = { ttl, strategy, renew: renew ?? false, ...(signal ? { signal } : {}) };
+    let attempts = 0;
+    for (;;) {
+      attempts++;
+      const parts: Lease[] = [];
+      try {
+        for (const name of sorted) {
+          const lease = once ? await this.tryAcquire(name, part) : await this.acquire(name, { ...part, wait: Math.max(0, Math.ceil(deadline - now())) });
+          if (!lease) {
+            await releaseAll(parts);
+            return null;
+          }
+          parts.push(lease);
+        }
+      } catch (error) {
+        await releaseAll(parts);
+        throw error;
+      }
+      // Parts taken early may have run short while a later one was waited for: without a
+      // watchdog, extend them so the whole has at least half its TTL. A part lost meanwhile
+      // (expired, and maybe taken) means starting over.
+      if (!renew && parts.length > 1 && Math.min(...parts.map((p) => p.timeLeft())) < ttl / 2) {
+        try {
+          await Promise.all(parts.slice(0, -1).map((p) => p.extend(ttl)));
+        } catch {
+          // lost: start over below
+        }
+      }
+      if (parts.every((p) => p.held)) return new MultiLease(parts, ttl);
+      await releaseAll(parts);
+      if (once) return null;
+      signal?.throwIfAborted();
+      if (deadline - now() <= 0) throw new LockTimeoutError(sorted.join(', '), now() - started, attempts);
+    }
+  }
+
+  /**
+   * One atomic attempt at every key, when the backend can take several in one step
+   * ({@link Backend.acquireAll}) and no caller of this process holds or waits for any of them
+   * (it would jump their queue). The parts, `null` when a key was busy, `undefined` when not tried.
+   */
+  async #acquireAtOnce(names: readonly string[], ttl: number, renew: RenewOptions | undefined): Promise<Lease[] | null | undefined> {
+    const acquireAll = this.#backend.acquireAll;
+    if (!acquireAll) return undefined;
+    const busyHere = (): boolean =>
+      names.some((name) => {
+        const state = this.#keys.get(name);
+        state?.holder?.watchExpiry(); // ends it now if its validity already ran out
+        return state !== undefined && (state.holder !== undefined || state.waiters.length > 0);
+      });
+    if (busyHere()) return undefined;
+    const keys = names.map((name) => lockKeys(this.#settings.prefix, name));
+    const token = this.#tokens.next();
+    const sentAt = now();
+    let reply;
+    try {
+      reply = await acquireAll.call(this.#backend, keys, token, ttl);
+    } catch (error) {
+      // The reply may be what was lost: give back whatever it took.
+      for (const k of keys) this.#backend.release(k, token).catch(() => {});
+      throw error;
+    }
+    if (reply === undefined) return undefined;
+    if (!reply.acquired) return null;
+    if (validUntil(sentAt, ttl, this.#settings.driftFactor) <= now() || busyHere()) {
+      // Too late to be of use, or another call of this process got in meanwhile: give them back.
+      await Promise.all(keys.map((k) => this.#backend.release(k, token).catch(() => {})));
+      return undefined;
+    }
+    return keys.map((k, i) => this.#lease(this.#state(k.name), k, token, reply.fences[i]!, ttl, sentAt, renew));
+  }
+
   /** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
-  async #runHolding<T>(lease: Lease, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
+  async #runHolding<L extends Lease | MultiLease, T>(lease: L, fn: (lease: L) => Promise<T> | T): Promise<T> {
     let result: T;
     try {
       result = await fn(lease);
@@ -1098,6 +1237,25 @@ class LockManager implements Locks {
     this.#pump(state);
     this.#forget(state);
   }
+}
+
+/** Releases parts taken so far (a rollback): errors are dropped, a part that cannot be released expires by its TTL. */
+async function releaseAll(parts: readonly Lease[]): Promise<void> {
+  await Promise.all(parts.map((p) => p.release().catch(() => {})));
+}
+
+/** The keys of a multi-lock: a non-empty array of distinct valid names, sorted in the global order (by code unit). */
+function checkKeySet(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidOptionError('keys', 'a non-empty array of lock names, e.g. ["orders:42", "stock:7"]', value);
+  }
+  const names = value.map((key: unknown) => checkKey(key));
+  const seen = new Set<string>();
+  for (const [i, name] of names.entries()) {
+    if (seen.has(name)) throw new InvalidOptionError(`keys[${i}]`, 'a lock name not already in the list', name);
+    seen.add(name);
+  }
+  return names.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */

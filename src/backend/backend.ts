@@ -41,6 +41,12 @@ export type AcquireReply =
       readonly retryAfter?: number;
     };
 
+/** What one attempt at several locks found: all taken (a fence per key, in order), or the first busy one. */
+export type MultiAcquireReply =
+  | { readonly acquired: true; readonly fences: readonly number[] }
+  /** `busy`: the index (0-based) of the first busy key; `ttl`: its holder's remaining TTL, ms (-1: no expiry). */
+  | { readonly acquired: false; readonly busy: number; readonly ttl: number };
+
 /** What an extend found: done, the key gone, or the key held by another token. */
 export type OwnershipReply = 'ok' | 'gone' | 'taken';
 
@@ -94,6 +100,12 @@ export interface Backend {
   readonly semaphores: boolean;
   /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
+  /**
+   * Optional: one atomic attempt at several locks, all or none (nothing is written when any is
+   * busy). Resolves to `undefined` when it cannot be done atomically here (a Cluster client): the
+   * manager then takes them one by one in order.
+   */
+  acquireAll?(keys: readonly LockKeys[], token: string, ttl: number): Promise<MultiAcquireReply | undefined>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;

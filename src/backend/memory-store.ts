@@ -6,6 +6,7 @@ import type {
   HandOff,
   HolderInfo,
   LockSnapshot,
+  MultiAcquireReply,
   OwnershipReply,
   QueueEntry,
   ReleaseReply,
@@ -84,6 +85,16 @@ export class MemoryStore {
       else waiters.set(queue.member, { deadline: t + queue.entryTtl, ttl, token });
     }
     return { acquired: false, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
+  }
+
+  /** @internal Used by the memory backend: multi-acquire.lua's semantics (all free locks taken, or nothing written). */
+  acquireAll(keys: readonly string[], token: string, ttl: number): MultiAcquireReply {
+    const t = now();
+    for (const [i, key] of keys.entries()) {
+      const entry = this.#live(key, t);
+      if (entry) return { acquired: false, busy: i, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
+    }
+    return { acquired: true, fences: keys.map((key) => this.#grant(key, token, t + ttl)) };
   }
 
   /** @internal Used by the memory backend. */
@@ -337,6 +348,7 @@ export function memoryBackend(store: MemoryStore): Backend {
     name: 'memory',
     handsOff: true,
     semaphores: true,
+    acquireAll: async (keys, token, ttl) => store.acquireAll(keys.map((k) => k.lock), token, ttl),
     acquire: async (keys, token, ttl, queue) =>
       keys.semaphore ? store.semaphoreAcquire(keys.lock, token, ttl, keys.semaphore, queue) : store.acquire(keys.lock, token, ttl, queue),
     release: async (keys, token, handOff) => (keys.semaphore ? store.semaphoreRelease(keys.lock, token) : store.release(keys.lock, token, handOff)),

@@ -9,6 +9,7 @@ import {
   fencedReadScript,
   fencedWriteScript,
   leaveScript,
+  multiAcquireScript,
   raiseFenceScript,
   releaseScript,
   recordHolderScript,
@@ -18,7 +19,7 @@ import {
   semaphoreLeaveScript,
   semaphoreReleaseScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -116,6 +117,21 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout);
       }
       return { acquired: true, fence: value, replicated };
+    },
+    async acquireAll(keys, token, ttl): Promise<MultiAcquireReply | undefined> {
+      // With replica acknowledgement every lease goes through acquire's WAIT; on Cluster the
+      // locks' keys are in different slots (each name is its own hash tag): one by one, then.
+      if (replication) return undefined;
+      const client = ready ?? (await connect());
+      if (client.cluster) return undefined;
+      const reply = await runScript(client, multiAcquireScript, keys.flatMap((k) => [k.lock, k.fence]), [token, String(ttl), RETENTION]);
+      if (Array.isArray(reply) && reply[0] === 1 && reply.length === keys.length + 1) {
+        return { acquired: true, fences: reply.slice(1).map((fence) => asInteger(fence, multiAcquireScript)) };
+      }
+      if (Array.isArray(reply) && reply[0] === 0 && reply.length === 3) {
+        return { acquired: false, busy: asInteger(reply[1], multiAcquireScript) - 1, ttl: asInteger(reply[2], multiAcquireScript) };
+      }
+      throw new BackendError('multiAcquire', `unexpected reply ${JSON.stringify(reply)}`);
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
       const client = ready ?? (await connect());

@@ -4,6 +4,11 @@ export interface LuaScript {
   readonly name: string;
   /** How many `KEYS[i]` its contract header declares. */
   readonly numberOfKeys: number;
+  /**
+   * For a script on several items (locks): how many keys each item brings (`KEYS[2i-1]`,
+   * `KEYS[2i]` in the header), after the fixed `numberOfKeys`. A call then passes at least one item.
+   */
+  readonly keysPerItem?: number;
   /** How many `ARGV[i]` its contract header declares. */
   readonly numberOfArgs: number;
   /** SHA-1 of the source, for EVALSHA. */

@@ -63,10 +63,14 @@ export async function runScriptReplicated(
 
 /** A call must pass exactly the keys and arguments the script's contract header declares. */
 function checkArity(script: LuaScript, keys: readonly string[], args: readonly string[]): void {
-  if (keys.length !== script.numberOfKeys || args.length !== script.numberOfArgs) {
+  const perItem = script.keysPerItem ?? 0;
+  const items = keys.length - script.numberOfKeys;
+  const keysMatch = perItem > 0 ? items >= perItem && items % perItem === 0 : keys.length === script.numberOfKeys;
+  if (!keysMatch || args.length !== script.numberOfArgs) {
+    const declared = perItem > 0 ? `${script.numberOfKeys} + ${perItem} per item` : String(script.numberOfKeys);
     throw new BackendError(
       script.name,
-      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${script.numberOfKeys} and ${script.numberOfArgs} (a latchkey bug: please report it)`,
+      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${declared} and ${script.numberOfArgs} (a latchkey bug: please report it)`,
     );
   }
 }

@@ -22,7 +22,7 @@ describe('lua scripts', () => {
   it('every script declares its keys and arguments in its header', () => {
     for (const script of all) {
       expect(script.source.startsWith('--[['), script.name).toBe(true);
-      expect(script.numberOfKeys, script.name).toBeGreaterThan(0);
+      expect(script.numberOfKeys + (script.keysPerItem ?? 0), script.name).toBeGreaterThan(0);
     }
   });
 
@@ -36,6 +36,19 @@ describe('lua scripts', () => {
     await expect(runScript(client, script, [...keys, 'extra'], args)).rejects.toThrow(/header declares/);
     expect(sent).toBe(0);
     await runScript(client, script, keys, args);
+    expect(sent).toBe(1);
+  });
+
+  it('a script on several locks takes whole items of keys only, at least one', async () => {
+    let sent = 0;
+    const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
+    const script = scripts.multiAcquireScript;
+    expect(script.keysPerItem).toBe(2);
+    const args = Array.from({ length: script.numberOfArgs }, (_, i) => `a${i}`);
+    await expect(runScript(client, script, [], args)).rejects.toThrow(/2 per item/);
+    await expect(runScript(client, script, ['l1', 'f1', 'l2'], args)).rejects.toBeInstanceOf(BackendError);
+    expect(sent).toBe(0);
+    await runScript(client, script, ['l1', 'f1', 'l2', 'f2'], args);
     expect(sent).toBe(1);
   });
 });
