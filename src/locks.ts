@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
@@ -27,7 +28,7 @@ import { SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOp
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 
-const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS, 'permits'] as const;
+const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant'), 'permits'] as const;
 import { TokenSource } from './token.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
@@ -111,7 +112,21 @@ interface Settings {
   readonly localHandoffs: number;
   /** What to record as the holder of each lease, if anything. */
   readonly holder: string | undefined;
+  /** Whether calls are reentrant by default (see {@link LocksOptions.reentrant}). */
+  readonly reentrant: boolean;
 }
+
+/** A reentrant `withLock` scope: the lease it holds, while its callback runs. */
+interface Scope {
+  readonly lease: Lease;
+  /** Whether the lease has a watchdog. */
+  readonly renewed: boolean;
+  /** Until the callback ends: code it started that runs later (a timer, a detached promise) is no longer inside. */
+  open: boolean;
+}
+
+/** The reentrant scopes of one manager in an async context, by lock name. */
+type Scopes = ReadonlyMap<string, Scope>;
 
 /**
  * Creates a lock manager.
@@ -143,8 +158,14 @@ export function createLocks(options?: LocksOptions): Locks {
     },
     localHandoffs: o.localHandoffs === undefined ? 8 : checkCount(o.localHandoffs, 'localHandoffs', 0),
     holder: checkHolder(o.holder),
+    reentrant: o.reentrant === undefined ? false : checkBoolean(o.reentrant, 'reentrant'),
   };
   return new LockManager(chooseBackend(o, settings.prefix), settings);
+}
+
+function checkBoolean(value: unknown, option: string): boolean {
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, 'true or false', value);
+  return value;
 }
 
 function checkHolder(value: unknown): string | undefined {
@@ -285,6 +306,8 @@ class LockManager implements Locks {
   /** The inbox once its connection is up: from then on no message to a lock it listens for is missed (but across a reconnect, which wakes everyone). */
   #inboxReady: Inbox | undefined;
   #closed = false;
+  /** The reentrant scopes of the async context; made by the first reentrant call (none on the default path). */
+  #scopes: AsyncLocalStorage<Scopes> | undefined;
 
   constructor(backend: Backend, settings: Settings) {
     this.#backend = backend;
@@ -317,7 +340,56 @@ class LockManager implements Locks {
     const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
     const options = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
     if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function to run while the lock is held', fn);
-    return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
+    if (!this.#reentrant(options)) return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
+    // Reentrant: join the scope of this context that holds the key, or open one.
+    this.#assertOpen();
+    const name = checkKey(key);
+    const scopes = (this.#scopes ??= new AsyncLocalStorage<Scopes>()).getStore();
+    const joined = this.#join(scopes?.get(name), options);
+    if (joined) return this.#runHolding(joined, fn);
+    const renew = checkRenew(options?.renew ?? true);
+    const lease = await this.acquire(name, { ...options, renew: renew ?? false, reentrant: false });
+    const scope: Scope = { lease, renewed: renew !== undefined, open: true };
+    const inner = new Map(scopes).set(name, scope);
+    return this.#scopes.run(inner, () =>
+      this.#runHolding(lease, async (held) => {
+        try {
+          return await fn(held);
+        } finally {
+          scope.open = false; // closed before the release: nothing joins a lease being released
+        }
+      }),
+    );
+  }
+
+  /** Whether a call with `options` is reentrant (validated). */
+  #reentrant(options: AcquireOptions | undefined): boolean {
+    const asked = (options as { reentrant?: unknown } | undefined)?.reentrant;
+    return asked === undefined ? this.#settings.reentrant : checkBoolean(asked, 'reentrant');
+  }
+
+  /**
+   * A reentrant call's hold on the lease of `scope` when the scope is open and holds it; undefined
+   * when there is none to join (the call then acquires as usual). A scope whose lease was lost
+   * refuses with its LeaseLostError: the code inside is no longer protected.
+   */
+  #join(scope: Scope | undefined, options: AcquireOptions | undefined): Lease | undefined {
+    if (!scope?.open) return undefined;
+    const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
+    const { lease } = scope;
+    if (o.ttl !== undefined && checkTtl(o.ttl) !== lease.ttl) {
+      throw new InvalidOptionError('ttl', `the TTL of the lease this reentrant scope holds (${lease.ttl} ms), or none`, o.ttl);
+    }
+    if (o.wait !== undefined) checkWait(o.wait);
+    if (o.strategy !== undefined) checkStrategy(o.strategy);
+    if (checkRenew(o.renew) !== undefined && !scope.renewed) {
+      throw new InvalidOptionError('renew', 'left out or false: the lease this reentrant scope holds has no watchdog (its outermost acquire decides)', o.renew);
+    }
+    checkSignal(o.signal)?.throwIfAborted();
+    const state = lease.state;
+    if (state === 'lost') throw lease.lostError;
+    if (state !== 'held') return undefined; // released early by hand: the scope holds nothing
+    return lease.enter();
   }
 
   /** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
@@ -448,6 +520,10 @@ class LockManager implements Locks {
     const signal = checkSignal(o.signal);
     const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
     const renew = checkRenew(o.renew);
+    if (this.#reentrant(o)) {
+      const joined = this.#join(this.#scopes?.getStore()?.get(name), o);
+      if (joined) return joined;
+    }
     signal?.throwIfAborted();
     const keys = lockKeys(this.#settings.prefix, name);
     if (once) return this.#tryOnce(keys, ttl, renew);
