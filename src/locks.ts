@@ -51,18 +51,37 @@ export interface Locks {
   /**
    * Acquires the lock `key`, waiting up to `wait` ms. Rejects with {@link LockTimeoutError} when
    * the wait runs out, with `signal.reason` when aborted, with `BackendError` when Redis fails.
-   * Waiters of one manager for one key are served first come, first served.
+   * Waiters of one manager for one key are served first come, first served. With `reentrant`,
+   * inside a `withLock` scope of this manager that holds `key` (same async context), resolves at
+   * once to a reentrant handle on the scope's lease (see {@link LocksOptions.reentrant}).
    */
   acquire(key: string, options?: AcquireOptions): Promise<Lease>;
   /**
    * Tries once: resolves to a lease, or `null` when the lock is held (or when callers of this
-   * manager are already waiting for it: tryAcquire does not jump their queue).
+   * manager are already waiting for it: tryAcquire does not jump their queue). With `reentrant`,
+   * inside a scope that holds `key`, resolves to a reentrant handle, as `acquire` does.
    */
   tryAcquire(key: string, options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null>;
   /**
    * Runs `fn` while holding `key`, renewing the lease by default, and releases it when `fn`
    * returns or throws. Rejects with `LeaseLostError` when the lease was lost before the release,
    * even if `fn` succeeded: its work was not fully protected.
+   *
+   * With `reentrant` (manager or call option), `fn` runs in a scope (an `AsyncLocalStorage`
+   * context of this manager) that records the lease: a reentrant `acquire`, `tryAcquire` or
+   * `withLock` of `key` made inside it joins that lease (`lease.holds` counts the holds) instead of
+   * waiting, and the lock is released when the outermost scope ends. Callers in other async
+   * contexts still wait.
+   *
+   * @example
+   * ```ts
+   * const locks = createLocks({ redis, reentrant: true });
+   * await locks.withLock('account:7', async (outer) => {
+   *   await locks.withLock('account:7', async (inner) => {
+   *     inner.holds; // 2: the same lock (inner.fence === outer.fence), not released by this scope's end
+   *   });
+   * }); // released here
+   * ```
    */
   withLock<T>(key: string, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
