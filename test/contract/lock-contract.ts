@@ -779,7 +779,8 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
     it('without the option a nested acquire of a held key waits like any other, and times out', async () => {
       fresh();
       const l = locks();
-      await l.withLock('plain', async () => {
+      await l.withLock('plain', async (lease) => {
+        expect(lease.holds).toBe(1);
         await expect(l.acquire('plain', { wait: 100 })).rejects.toBeInstanceOf(LockTimeoutError);
         expect(await l.tryAcquire('plain')).toBeNull();
       });
@@ -905,17 +906,42 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       let open!: () => void;
       const gate = new Promise<void>((r) => (open = r));
       let detached: Promise<Lease | null> | undefined;
+      let straggler: Lease | undefined;
       await l.withLock('after', async () => {
         expect(await m.tryAcquire('after')).toBeNull(); // same async context, another manager
+        straggler = await l.acquire('after'); // a hold that outlives the scope
         detached = (async () => {
           await gate;
           return l.tryAcquire('after');
         })();
       });
+      // The outermost end released the lock; the forgotten hold sees it.
+      expect(straggler!.state).toBe('released');
+      expect(await aborted(straggler!.signal)).toBeInstanceOf(LeaseReleasedError);
+      await straggler!.release(); // nothing left to do
       const holder = await m.acquire('after');
       open();
       expect(await detached).toBeNull(); // the scope had ended: a plain attempt, refused
       await holder.release();
+    });
+
+    it('concurrent branches inside one scope share the hold: they are not excluded from each other', async () => {
+      fresh();
+      const l = locks({ reentrant: true });
+      let inside = 0;
+      let most = 0;
+      const branch = () =>
+        l.withLock('branches', async () => {
+          inside++;
+          most = Math.max(most, inside);
+          await new Promise((r) => setTimeout(r, 20));
+          inside--;
+        });
+      await l.withLock('branches', async (lease) => {
+        await Promise.all([branch(), branch()]);
+        expect(lease.holds).toBe(1);
+      });
+      expect(most).toBe(2);
     });
 
     it('other keys inside a scope are acquired as usual, and scopes nest across keys', async () => {
@@ -970,6 +996,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
         // withLock's default renewal is not asked for: it runs under the outer lease as it is.
         const same = await l.withLock('opts', { ttl: 5000 }, async (nested) => nested.ttl);
         expect(same).toBe(5000);
+        await expect(l.acquire('opts', { signal: AbortSignal.abort(new Error('stop')) })).rejects.toThrow('stop');
         expect(outer.holds).toBe(1);
       });
     });
