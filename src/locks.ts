@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
@@ -30,7 +31,7 @@ import { MultiLease } from './multi-lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
 
-const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS, 'permits'] as const;
+const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant'), 'permits'] as const;
 import { TokenSource } from './token.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
@@ -53,18 +54,37 @@ export interface Locks {
   /**
    * Acquires the lock `key`, waiting up to `wait` ms. Rejects with {@link LockTimeoutError} when
    * the wait runs out, with `signal.reason` when aborted, with `BackendError` when Redis fails.
-   * Waiters of one manager for one key are served first come, first served.
+   * Waiters of one manager for one key are served first come, first served. With `reentrant`,
+   * inside a `withLock` scope of this manager that holds `key` (same async context), resolves at
+   * once to a reentrant handle on the scope's lease (see {@link LocksOptions.reentrant}).
    */
   acquire(key: string, options?: AcquireOptions): Promise<Lease>;
   /**
    * Tries once: resolves to a lease, or `null` when the lock is held (or when callers of this
-   * manager are already waiting for it: tryAcquire does not jump their queue).
+   * manager are already waiting for it: tryAcquire does not jump their queue). With `reentrant`,
+   * inside a scope that holds `key`, resolves to a reentrant handle, as `acquire` does.
    */
   tryAcquire(key: string, options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null>;
   /**
    * Runs `fn` while holding `key`, renewing the lease by default, and releases it when `fn`
    * returns or throws. Rejects with `LeaseLostError` when the lease was lost before the release,
    * even if `fn` succeeded: its work was not fully protected.
+   *
+   * With `reentrant` (manager or call option), `fn` runs in a scope (an `AsyncLocalStorage`
+   * context of this manager) that records the lease: a reentrant `acquire`, `tryAcquire` or
+   * `withLock` of `key` made inside it joins that lease (`lease.holds` counts the holds) instead of
+   * waiting, and the lock is released when the outermost scope ends. Callers in other async
+   * contexts still wait.
+   *
+   * @example
+   * ```ts
+   * const locks = createLocks({ redis, reentrant: true });
+   * await locks.withLock('account:7', async (outer) => {
+   *   await locks.withLock('account:7', async (inner) => {
+   *     inner.holds; // 2: the same lock (inner.fence === outer.fence), not released by this scope's end
+   *   });
+   * }); // released here
+   * ```
    */
   withLock<T>(key: string, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
@@ -149,7 +169,21 @@ interface Settings {
   readonly localHandoffs: number;
   /** What to record as the holder of each lease, if anything. */
   readonly holder: string | undefined;
+  /** Whether calls are reentrant by default (see {@link LocksOptions.reentrant}). */
+  readonly reentrant: boolean;
 }
+
+/** A reentrant `withLock` scope: the lease it holds, while its callback runs. */
+interface Scope {
+  readonly lease: Lease;
+  /** Whether the lease has a watchdog. */
+  readonly renewed: boolean;
+  /** Until the callback ends: code it started that runs later (a timer, a detached promise) is no longer inside. */
+  open: boolean;
+}
+
+/** The reentrant scopes of one manager in an async context, by lock name. */
+type Scopes = ReadonlyMap<string, Scope>;
 
 /**
  * Creates a lock manager.
@@ -181,8 +215,14 @@ export function createLocks(options?: LocksOptions): Locks {
     },
     localHandoffs: o.localHandoffs === undefined ? 8 : checkCount(o.localHandoffs, 'localHandoffs', 0),
     holder: checkHolder(o.holder),
+    reentrant: o.reentrant === undefined ? false : checkBoolean(o.reentrant, 'reentrant'),
   };
   return new LockManager(chooseBackend(o, settings.prefix), settings);
+}
+
+function checkBoolean(value: unknown, option: string): boolean {
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, 'true or false', value);
+  return value;
 }
 
 function checkHolder(value: unknown): string | undefined {
@@ -323,6 +363,8 @@ class LockManager implements Locks {
   /** The inbox once its connection is up: from then on no message to a lock it listens for is missed (but across a reconnect, which wakes everyone). */
   #inboxReady: Inbox | undefined;
   #closed = false;
+  /** The reentrant scopes of the async context; made by the first reentrant call (none on the default path). */
+  #scopes: AsyncLocalStorage<Scopes> | undefined;
 
   constructor(backend: Backend, settings: Settings) {
     this.#backend = backend;
@@ -355,7 +397,56 @@ class LockManager implements Locks {
     const fn = typeof optionsOrFn === 'function' ? optionsOrFn : maybeFn;
     const options = typeof optionsOrFn === 'function' ? undefined : optionsOrFn;
     if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function to run while the lock is held', fn);
-    return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
+    if (!this.#reentrant(options)) return this.#runHolding(await this.acquire(key, { renew: true, ...options }), fn);
+    // Reentrant: join the scope of this context that holds the key, or open one.
+    this.#assertOpen();
+    const name = checkKey(key);
+    const scopes = (this.#scopes ??= new AsyncLocalStorage<Scopes>()).getStore();
+    const joined = this.#join(scopes?.get(name), options);
+    if (joined) return this.#runHolding(joined, fn);
+    const renew = checkRenew(options?.renew ?? true);
+    const lease = await this.acquire(name, { ...options, renew: renew ?? false, reentrant: false });
+    const scope: Scope = { lease, renewed: renew !== undefined, open: true };
+    const inner = new Map(scopes).set(name, scope);
+    return this.#scopes.run(inner, () =>
+      this.#runHolding(lease, async (held) => {
+        try {
+          return await fn(held);
+        } finally {
+          scope.open = false; // closed before the release: nothing joins a lease being released
+        }
+      }),
+    );
+  }
+
+  /** Whether a call with `options` is reentrant (validated). */
+  #reentrant(options: AcquireOptions | undefined): boolean {
+    const asked = (options as { reentrant?: unknown } | undefined)?.reentrant;
+    return asked === undefined ? this.#settings.reentrant : checkBoolean(asked, 'reentrant');
+  }
+
+  /**
+   * A reentrant call's hold on the lease of `scope` when the scope is open and holds it; undefined
+   * when there is none to join (the call then acquires as usual). A scope whose lease was lost
+   * refuses with its LeaseLostError: the code inside is no longer protected.
+   */
+  #join(scope: Scope | undefined, options: AcquireOptions | undefined): Lease | undefined {
+    if (!scope?.open) return undefined;
+    const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
+    const { lease } = scope;
+    if (o.ttl !== undefined && checkTtl(o.ttl) !== lease.ttl) {
+      throw new InvalidOptionError('ttl', `the TTL of the lease this reentrant scope holds (${lease.ttl} ms), or none`, o.ttl);
+    }
+    if (o.wait !== undefined) checkWait(o.wait);
+    if (o.strategy !== undefined) checkStrategy(o.strategy);
+    if (checkRenew(o.renew) !== undefined && !scope.renewed) {
+      throw new InvalidOptionError('renew', 'left out or false: the lease this reentrant scope holds has no watchdog (its outermost acquire decides)', o.renew);
+    }
+    checkSignal(o.signal)?.throwIfAborted();
+    const state = lease.state;
+    if (state === 'lost') throw lease.lostError;
+    if (state !== 'held') return undefined; // released early by hand: the scope holds nothing
+    return lease.enter();
   }
 
   acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLease> {
@@ -659,6 +750,10 @@ class LockManager implements Locks {
     const signal = checkSignal(o.signal);
     const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
     const renew = checkRenew(o.renew);
+    if (this.#reentrant(o)) {
+      const joined = this.#join(this.#scopes?.getStore()?.get(name), o);
+      if (joined) return joined;
+    }
     signal?.throwIfAborted();
     const keys = lockKeys(this.#settings.prefix, name);
     if (once) return this.#tryOnce(keys, ttl, renew);

@@ -70,6 +70,16 @@ export interface LocksOptions extends BackendOptions {
    * each acquire, sent without waiting for it. Default `false`.
    */
   readonly holder?: boolean | string;
+  /**
+   * Reentrant locks: code running inside `withLock(key, fn)` of this manager (in the same async
+   * context: `fn` and what it awaits or starts, tracked with `AsyncLocalStorage`) may `acquire`,
+   * `tryAcquire` or `withLock` the same key again without waiting: it gets a reentrant handle on
+   * the lease the scope holds, and the lease's `holds` count goes up by one until the handle is
+   * released. The lock is released when the outermost `withLock` ends. Callers in other async
+   * contexts (another request) still wait. Default `false`: a nested acquire of a held key waits
+   * like any other (and times out). Per call, the option `reentrant` overrides this.
+   */
+  readonly reentrant?: boolean;
 }
 
 /** Options of `acquire` and `tryAcquire`. */
@@ -87,7 +97,15 @@ export interface AcquireOptions {
    * released. `true` or options; default `false` for `acquire`, `true` for `withLock`.
    */
   readonly renew?: boolean | RenewOptions;
+  /**
+   * Reentrancy for this call (default: the manager's `reentrant`). Inside a reentrant `withLock`
+   * scope of the same key and manager, the call joins the scope's lease instead of waiting:
+   * `ttl` must then be the lease's own (or left out), `renew` may only be asked for when the lease
+   * is renewed already, and `wait` and `strategy` do not apply. A reentrant `withLock` outside
+   * such a scope opens one.
+   */
+  readonly reentrant?: boolean;
 }
 
-export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder'] as const;
+export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew', 'reentrant'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder', 'reentrant'] as const;

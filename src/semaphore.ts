@@ -14,8 +14,8 @@ export interface SemaphoreOptions {
   readonly strategy?: WaitStrategyName;
 }
 
-/** Options of a semaphore's `acquire`: those of a lock, and how many permits to take at once. */
-export interface PermitOptions extends AcquireOptions {
+/** Options of a semaphore's `acquire`: those of a lock (but `reentrant`: permits are not reentrant), and how many permits to take at once. */
+export interface PermitOptions extends Omit<AcquireOptions, 'reentrant'> {
   /** How many permits to take, all or none (1 to the limit). Default 1. */
   readonly permits?: number;
 }
