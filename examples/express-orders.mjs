@@ -75,7 +75,7 @@ export function createApp({ locks, redis, payments, lockWait = 200 }) {
 export function fakePayments(redis, delay) {
   return {
     async charge(id, amount, { signal, idempotencyKey }) {
-      await sleep(delay, undefined, { signal }); // rejects with signal.reason (a LeaseLostError) if aborted
+      await sleep(delay, undefined, { signal }); // rejects (AbortError) when the lease is lost
       await redis.rpush('shop:charges', JSON.stringify({ id, amount, idempotencyKey }));
       return `ch_${idempotencyKey}`;
     },
