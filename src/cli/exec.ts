@@ -21,33 +21,51 @@ const say = (message: string): void => {
   process.stderr.write(`latchkey: ${message}\n`);
 };
 
+/** The signals latchkey handles from start to end: none of them may kill it with the lock held. */
+const HANDLED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+
+/**
+ * Where a signal goes, phase by phase: while connecting and waiting it stops the wait; while the
+ * command runs it is passed on (one that comes between the acquire and the spawn is passed on
+ * once the command exists); while releasing it is ignored (the release finishes, then latchkey exits).
+ */
+interface SignalRoute {
+  target: (signal: NodeJS.Signals) => void;
+}
+
 /** Runs `command` while holding `key`; resolves to the exit code latchkey should exit with. */
 export async function exec(key: string, command: readonly string[], options: ExecOptions): Promise<number> {
-  const connection = await connect(options, { ttl: options.ttl });
+  const stop = new AbortController();
+  const route: SignalRoute = { target: (signal) => stop.abort(signal) };
+  const handler = (signal: NodeJS.Signals): void => route.target(signal);
+  for (const s of HANDLED) process.on(s, handler);
   try {
-    const lease = await acquire(connection.locks, key, options);
-    if (typeof lease === 'number') return lease;
-    return await run(lease, key, command, options);
+    const connection = await connect(options, { ttl: options.ttl });
+    try {
+      const lease = await acquire(connection.locks, key, options, stop.signal);
+      if (typeof lease === 'number') return lease;
+      return await run(lease, key, command, options, route);
+    } finally {
+      await connection.close();
+    }
   } finally {
-    await connection.close();
+    for (const s of HANDLED) process.off(s, handler);
   }
 }
 
-/** Waits for the lock (Ctrl-C or SIGTERM stops the wait); a number is an exit code. */
-async function acquire(locks: Awaited<ReturnType<typeof connect>>['locks'], key: string, options: ExecOptions): Promise<Lease | number> {
-  const stop = new AbortController();
-  const onSignal = (signal: NodeJS.Signals): void => stop.abort(signal);
-  process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+/** Waits for the lock (a signal stops the wait); a number is an exit code. */
+async function acquire(locks: Awaited<ReturnType<typeof connect>>['locks'], key: string, options: ExecOptions, signal: AbortSignal): Promise<Lease | number> {
   const started = Date.now();
   // No line for a lock that is free or comes within a moment: it would only flicker.
   let status: { stop(): void } | undefined;
   const later = options.wait > 0 ? setTimeout(() => (status = showWaiting(locks, key, started)), 200) : undefined;
   try {
-    return await locks.acquire(key, { wait: options.wait, signal: stop.signal, renew: true, ttl: options.ttl });
+    return await locks.acquire(key, { wait: options.wait, signal, renew: true, ttl: options.ttl });
   } catch (error) {
-    if (stop.signal.aborted) {
-      say(`interrupted (${String(stop.signal.reason)}) while waiting for "${key}"`);
-      return stop.signal.reason === 'SIGTERM' ? 128 + constants.signals.SIGTERM : EXIT.INTERRUPTED;
+    if (signal.aborted) {
+      say(`interrupted (${String(signal.reason)}) while waiting for "${key}"`);
+      const number = constants.signals[signal.reason as NodeJS.Signals];
+      return signal.reason === 'SIGINT' || number === undefined ? EXIT.INTERRUPTED : 128 + number;
     }
     if (error instanceof LockTimeoutError) {
       const info = await locks.inspect(key).catch(() => undefined);
@@ -59,24 +77,25 @@ async function acquire(locks: Awaited<ReturnType<typeof connect>>['locks'], key:
   } finally {
     clearTimeout(later);
     status?.stop();
-    process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
   }
 }
 
 /** Runs the command under the lease; stops it when the lease is lost; releases at the end. */
-async function run(lease: Lease, key: string, command: readonly string[], options: ExecOptions): Promise<number> {
+async function run(lease: Lease, key: string, command: readonly string[], options: ExecOptions, route: SignalRoute): Promise<number> {
+  // Signals sent to latchkey go to the command. Ctrl-C on a terminal already reaches the whole
+  // foreground process group, the command included: it is not sent twice.
+  // (One that comes before the command exists is passed on once it does, even a Ctrl-C.)
+  const early: NodeJS.Signals[] = [];
+  route.target = (signal) => early.push(signal);
   const child = spawn(command[0]!, command.slice(1), {
     stdio: 'inherit',
     env: { ...process.env, LATCHKEY_KEY: key, LATCHKEY_FENCE: String(lease.fence) },
   });
-  // Signals sent to latchkey go to the command. Ctrl-C on a terminal already reaches the whole
-  // foreground process group, the command included: it is not sent twice.
-  const forward = (signal: NodeJS.Signals): void => {
+  route.target = (signal) => {
     if (signal === 'SIGINT' && process.stdin.isTTY) return;
     child.kill(signal);
   };
-  const forwarded: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
-  for (const s of forwarded) process.on(s, forward);
+  for (const signal of early) child.kill(signal);
 
   let lost: unknown;
   let killTimer: NodeJS.Timeout | undefined;
@@ -95,7 +114,7 @@ async function run(lease: Lease, key: string, command: readonly string[], option
   });
   clearTimeout(killTimer);
   lease.signal.removeEventListener('abort', onLost);
-  for (const s of forwarded) process.off(s, forward);
+  route.target = () => {}; // releasing: finish that, then exit
 
   let exitCode: number;
   if (outcome.error) {
