@@ -93,7 +93,7 @@ async function main() {
           tot.count += count;
           tot.ms += elapsed;
           r.perLoop.forEach((c, i) => (tot.perLoop[i] += c));
-          tot.waits.push(...r.waits);
+          for (const w of r.waits) tot.waits.push(w);
           tot.most = Math.max(tot.most, r.most);
           log(`[semaphore] ${sc.key} pass ${p + 1} ${name}: ${Math.round((count / elapsed) * 1000)}/s, most at once ${r.most}`);
         }
