@@ -1090,10 +1090,15 @@ class LockManager implements Locks {
 
     // The common case first: the permits are free. The waiting machinery only if they are not.
     const started = now();
-    const first = await this.#attempt(keys, token, ttl);
+    const member = `${this.#id}:${(this.#nextWaiter++).toString(36)}`;
+    // When the inbox already listens for this semaphore (another wait of this manager opened it),
+    // the first attempt queues at once: a wake-up can reach it, and waiting costs no extra attempt.
+    const queueFirst = !once && strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
+    const first = await this.#attempt(keys, token, ttl, queueFirst ? member : undefined);
     if (signal?.aborted) {
-      // Aborted while the attempt was in flight: what it won is given back.
+      // Aborted while the attempt was in flight: what it won is given back, its queue entry removed.
       if (first.acquired) this.#backend.release(keys, token).catch(() => {});
+      else if (queueFirst) this.#backend.leave(keys, member, token).catch(() => {});
       throw signal.reason;
     }
     if (first.acquired) {
@@ -1102,7 +1107,6 @@ class LockManager implements Locks {
     }
     if (once) return null;
 
-    const member = `${this.#id}:${(this.#nextWaiter++).toString(36)}`;
     const waiter: Waiter = {
       keys,
       member,
@@ -1134,10 +1138,23 @@ class LockManager implements Locks {
     signal?.addEventListener('abort', onAbort, { once: true });
     this.#active.set(member, waiter);
     this.#permitWaiters.add(waiter);
-    let queued = false;
+    let queued = queueFirst;
     let won = false;
     let inbox: Inbox | undefined;
     let pending: AcquireReply | undefined = first; // the first round continues from that attempt
+    if (queueFirst) {
+      // Hold the inbox's interest in this semaphore while waiting (counted joins: on Cluster another
+      // waiter's leave must not stop the subscription under us). Already listening: no attempt waits on it.
+      waiter.joined = true;
+      void this.#listen()
+        .then(async (opened) => {
+          inbox = opened;
+          await opened.join(keys);
+          if (waiter.state === 'done') opened.leave(keys);
+          else waiter.inboxJoined = true;
+        })
+        .catch(() => {});
+    }
     try {
       for (;;) {
         let reply: AcquireReply;
