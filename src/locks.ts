@@ -478,11 +478,7 @@ class LockManager implements Locks {
     this.#assertOpen();
     const sorted = checkKeySet(names);
     const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
-    const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
-    const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
-    const signal = checkSignal(o.signal);
-    const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
-    const renew = checkRenew(o.renew);
+    const { ttl, wait, signal, strategy, renew } = this.#callSettings(o, once);
     signal?.throwIfAborted();
     const started = now();
     const deadline = started + wait;
@@ -741,15 +737,22 @@ class LockManager implements Locks {
     if (this.#closed) throw new ClosedError();
   }
 
+  /** A call's options, checked, with the manager's defaults for what it leaves out (`once`: no wait). */
+  #callSettings(o: Partial<AcquireOptions>, once: boolean) {
+    return {
+      ttl: o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl),
+      wait: once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait),
+      signal: checkSignal(o.signal),
+      strategy: o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy),
+      renew: checkRenew(o.renew),
+    };
+  }
+
   async #acquire(key: string, options: AcquireOptions | undefined, once: boolean): Promise<Lease | null> {
     this.#assertOpen();
     const name = checkKey(key);
     const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
-    const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
-    const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
-    const signal = checkSignal(o.signal);
-    const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
-    const renew = checkRenew(o.renew);
+    const { ttl, wait, signal, strategy, renew } = this.#callSettings(o, once);
     if (this.#reentrant(o)) {
       const joined = this.#join(this.#scopes?.getStore()?.get(name), o);
       if (joined) return joined;
@@ -1069,11 +1072,7 @@ class LockManager implements Locks {
    */
   async #acquirePermits(keysFor: (permits: number) => LockKeys, limit: number, o: PermitOptions, once: boolean): Promise<Lease | null> {
     this.#assertOpen();
-    const ttl = o.ttl === undefined ? this.#settings.ttl : checkTtl(o.ttl);
-    const wait = once ? 0 : o.wait === undefined ? this.#settings.wait : checkWait(o.wait);
-    const signal = checkSignal(o.signal);
-    const strategy = o.strategy === undefined ? this.#settings.strategy : checkStrategy(o.strategy);
-    const renew = checkRenew(o.renew);
+    const { ttl, wait, signal, strategy, renew } = this.#callSettings(o, once);
     const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1);
     if (permits > limit) throw new InvalidOptionError('permits', `at most the semaphore's limit (${limit})`, permits);
     signal?.throwIfAborted();

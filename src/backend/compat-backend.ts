@@ -7,12 +7,11 @@ import {
   compatExtendScript,
   compatInspectScript,
   compatReleaseScript,
-  fencedReadScript,
-  fencedWriteScript,
   leaveScript,
   recordHolderScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
+import { readFenced, writeFenced } from './fenced-resource.js';
 import { openInbox } from './inbox.js';
 import { asSnapshot } from './redis-backend.js';
 
@@ -88,17 +87,10 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       return asInteger(reply, leaveScript) === 1;
     },
     async fencedWrite(resource, value, fence) {
-      const reply = await runScript(ready ?? (await connect()), fencedWriteScript, [resource], [value, String(fence)]);
-      const [status, highest] = asPair(reply, fencedWriteScript);
-      return { accepted: status === 1, highest };
+      return writeFenced(ready ?? (await connect()), resource, value, fence);
     },
     async fencedRead(resource) {
-      const reply = await runScript(ready ?? (await connect()), fencedReadScript, [resource], []);
-      if (reply === null || reply === undefined) return null;
-      if (Array.isArray(reply) && reply.length === 2 && typeof reply[0] === 'string') {
-        return { value: reply[0], fence: asInteger(reply[1], fencedReadScript) };
-      }
-      throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
+      return readFenced(ready ?? (await connect()), resource);
     },
     async recordHolder(keys, token, who) {
       // record-holder.lua compares its KEYS[1] with the token: here that is the owner key.

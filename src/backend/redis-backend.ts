@@ -6,8 +6,6 @@ import { asInteger, asPair, runScript, runScriptReplicated } from '../lua/run-sc
 import {
   acquireScript,
   extendScript,
-  fencedReadScript,
-  fencedWriteScript,
   leaveScript,
   multiAcquireScript,
   raiseFenceScript,
@@ -20,6 +18,7 @@ import {
   semaphoreReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -176,17 +175,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return asInteger(reply, leaveScript) === 1;
     },
     async fencedWrite(resource, value, fence) {
-      const reply = await runScript(ready ?? (await connect()), fencedWriteScript, [resource], [value, String(fence)]);
-      const [status, highest] = asPair(reply, fencedWriteScript);
-      return { accepted: status === 1, highest };
+      return writeFenced(ready ?? (await connect()), resource, value, fence);
     },
     async fencedRead(resource) {
-      const reply = await runScript(ready ?? (await connect()), fencedReadScript, [resource], []);
-      if (reply === null || reply === undefined) return null;
-      if (Array.isArray(reply) && reply.length === 2 && typeof reply[0] === 'string') {
-        return { value: reply[0], fence: asInteger(reply[1], fencedReadScript) };
-      }
-      throw new BackendError('fencedRead', `unexpected reply ${JSON.stringify(reply)}`);
+      return readFenced(ready ?? (await connect()), resource);
     },
     async recordHolder(keys, token, who) {
       if (keys.semaphore) return false; // permits are not described (yet)
