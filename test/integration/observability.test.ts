@@ -21,12 +21,14 @@ import {
   createMemoryStore,
   LeaseLostError,
   LockTimeoutError,
+  QuorumError,
   type AcquiredEvent,
   type AcquireFailedEvent,
   type Lease,
   type LockHooks,
   type Logger,
   type LostEvent,
+  type QuorumFailedEvent,
   type ReleasedEvent,
   type RenewedEvent,
   type RenewFailedEvent,
@@ -34,6 +36,7 @@ import {
 import { lockKeys } from '../../src/keys.js';
 import { createObserver } from '../../src/observe/observer.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
+import { freePort } from '../helpers/redis-server.js';
 
 const redis = useRedisServer();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -139,6 +142,33 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       await locks.close();
       await other.close();
       client.disconnect();
+      await shutdown();
+    }
+  });
+
+  it('counts a Redlock acquire that reaches no quorum, and calls the quorumFailed hook with the votes', async () => {
+    const { meterProvider, collect, shutdown } = meterSetup();
+    // One live master and two addresses where nothing listens: their votes are errors.
+    const live = new Redis(redis.server.port, '127.0.0.1');
+    const dead = await Promise.all([freePort(), freePort()]).then((ports) =>
+      ports.map((port) => {
+        const client = new Redis(port, '127.0.0.1', { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 1_000 });
+        client.on('error', () => {});
+        return client;
+      }),
+    );
+    const seen: QuorumFailedEvent[] = [];
+    const locks = createLocks({ redlock: [live, ...dead], prefix: uniquePrefix(), nodeTimeout: 50, meterProvider, hooks: { quorumFailed: (e) => seen.push(e) } });
+    try {
+      await expect(locks.tryAcquire('orders:1')).rejects.toThrow(QuorumError);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ key: 'orders:1', operation: 'acquire', outcome: { quorum: 2, for: 1, errors: 2 } });
+      const m = await collect();
+      expect(total(m.get('latchkey.quorum.failure'), { 'latchkey.operation': 'acquire' })).toBe(1);
+      expect(total(m.get('latchkey.acquire.duration'), { 'latchkey.outcome': 'error' })).toBe(1);
+    } finally {
+      await locks.close();
+      for (const c of [live, ...dead]) c.disconnect();
       await shutdown();
     }
   });
