@@ -577,7 +577,9 @@ class LockManager implements Locks {
       await Promise.all(keys.map((k) => this.#backend.release(k, token).catch(() => {})));
       return undefined;
     }
-    return keys.map((k, i) => this.#lease(this.#state(k.name), k, token, reply.fences[i]!, ttl, sentAt, renew));
+    const leases = keys.map((k, i) => this.#lease(this.#state(k.name), k, token, reply.fences[i]!, ttl, sentAt, renew));
+    if (this.#observer) for (const lease of leases) this.#observer.acquiredTogether(lease, sentAt);
+    return leases;
   }
 
   /** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
@@ -771,7 +773,10 @@ class LockManager implements Locks {
     const renew = checkRenew(o.renew);
     if (this.#reentrant(o)) {
       const joined = this.#join(this.#scopes?.getStore()?.get(name), o);
-      if (joined) return joined;
+      if (joined) {
+        if (trace) trace.joined = true;
+        return joined;
+      }
     }
     signal?.throwIfAborted();
     const keys = lockKeys(this.#settings.prefix, name);

@@ -14,7 +14,7 @@ import {
 } from '@opentelemetry/api';
 import type { QuorumOutcome } from '../backend/quorum.js';
 import { now } from '../clock.js';
-import { InvalidOptionError, LeaseLostError, LockAbortedError, LockTimeoutError, QuorumError } from '../errors.js';
+import { ClosedError, InvalidOptionError, LeaseLostError, LockAbortedError, LockTimeoutError, QuorumError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { AcquireOutcome, LockEventBase, LockHooks, LockKind, Logger, ObservabilityOptions } from './types.js';
 
@@ -34,6 +34,8 @@ export interface AcquireTrace {
   readonly started: number;
   /** Set by the manager when the lock was held at the first look. */
   contended: boolean;
+  /** Set by the manager when the call joined a reentrant scope's lease: not an acquire of the lock, not recorded. */
+  joined: boolean;
   readonly span: Span | undefined;
 }
 
@@ -165,19 +167,26 @@ export class Observer {
     const span = this.#tracer?.startSpan('latchkey.acquire', {
       attributes: { 'latchkey.key': key, 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend },
     });
-    return { kind, key, started: now(), contended: false, span };
+    return { kind, key, started: now(), contended: false, joined: false, span };
+  }
+
+  /** A lease `acquireAll` took with the others in one round trip sent at `started`. */
+  acquiredTogether(lease: Lease, started: number): void {
+    this.acquired({ kind: 'lock', key: lease.key, started, contended: false, joined: false, span: undefined }, lease);
   }
 
   /** Watches the acquire `acquiring` to its end; resolves or rejects as it does. */
   track<L extends Lease | null>(t: AcquireTrace, acquiring: Promise<L>, signal: unknown): Promise<L> {
     return acquiring.then(
       (lease) => {
-        if (lease) this.acquired(t, lease);
+        if (t.joined) t.span?.end();
+        else if (lease) this.acquired(t, lease);
         else this.#failed(t, 'busy', undefined);
         return lease;
       },
       (error: unknown) => {
-        if (!(error instanceof InvalidOptionError)) this.#failed(t, outcomeOf(error, signal), error);
+        // A misuse (bad options, a closed manager) is the caller's bug, not a lock's outcome.
+        if (!(error instanceof InvalidOptionError || error instanceof ClosedError)) this.#failed(t, outcomeOf(error, signal), error);
         else t.span?.end();
         throw error;
       },

@@ -234,6 +234,32 @@ describe('observability: hooks and logger (in-memory backend)', () => {
     }
   });
 
+  it('counts each lock acquireAll takes, and not a reentrant call that joins its scope\'s lease', async () => {
+    const acquired: string[] = [];
+    const released: string[] = [];
+    const locks = createLocks({ reentrant: true, hooks: { acquired: (e) => acquired.push(e.key), released: (e) => released.push(e.key) } });
+    try {
+      await locks.withLocks(['b', 'a'], async () => {});
+      await locks.withLock('c', async () => {
+        await (await locks.acquire('c')).release(); // joins the scope's lease
+        await locks.withLock('c', async () => {});
+      });
+      expect(acquired).toEqual(['a', 'b', 'c']);
+      expect(released.sort()).toEqual(['a', 'b', 'c']);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it('does not count a misuse (bad options, a closed manager) as an acquire', async () => {
+    const failed: AcquireFailedEvent[] = [];
+    const locks = createLocks({ hooks: { acquireFailed: (e) => failed.push(e) } });
+    await expect(locks.acquire('a', { ttl: -1 })).rejects.toThrow(/ttl/);
+    await locks.close();
+    await expect(locks.acquire('a')).rejects.toThrow(/closed/);
+    expect(failed).toEqual([]);
+  });
+
   it('a hook that throws breaks nothing: the lock works and the logger gets a warning', async () => {
     const logger = recordingLogger();
     const locks = createLocks({ logger, hooks: { acquired: () => { throw new Error('boom'); } } });
