@@ -16,7 +16,7 @@ import type { QuorumOutcome } from '../backend/quorum.js';
 import { now } from '../clock.js';
 import { ClosedError, InvalidOptionError, LeaseLostError, LockAbortedError, LockTimeoutError, QuorumError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
-import type { AcquireOutcome, LockEventBase, LockHooks, LockKind, Logger, ObservabilityOptions } from './types.js';
+import type { AcquiredEvent, AcquireOutcome, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ObservabilityOptions, ReleasedEvent } from './types.js';
 
 /** The instrumentation scope of latchkey's meters and tracers. */
 const SCOPE = 'latchkey';
@@ -126,6 +126,7 @@ export class Observer {
   readonly #tracer: Tracer | undefined;
   /** Kinds of the leases that are not plain locks (permits of a semaphore, read-write or fair lock). */
   readonly #kinds = new WeakMap<Lease, LockKind>();
+  readonly #attributeCache = new Map<string, Attributes>();
 
   constructor(s: ObserverSettings) {
     this.#prefix = s.prefix;
@@ -193,30 +194,40 @@ export class Observer {
     );
   }
 
-  /** An acquire watched by `t` got `lease`. */
+  /** An acquire watched by `t` got `lease`. (Hot: nothing is allocated for a channel nobody set.) */
   acquired(t: AcquireTrace, lease: Lease): void {
     if (t.kind !== 'lock') this.#kinds.set(lease, t.kind);
     const ms = now() - t.started;
-    const base = this.#base(t.kind, t.key);
-    if (this.#instruments) {
-      const attributes = this.#attributes(t.kind, t.key, { 'latchkey.outcome': 'acquired', 'latchkey.contended': t.contended });
-      this.#instruments.acquireDuration.record(ms / 1000, attributes);
-      if (t.contended) this.#instruments.contended.add(1, this.#attributes(t.kind, t.key));
+    const instruments = this.#instruments;
+    if (instruments) {
+      instruments.acquireDuration.record(ms / 1000, this.#attributes(t.kind, t.key, 'latchkey.outcome', 'acquired', t.contended));
+      if (t.contended) instruments.contended.add(1, this.#attributes(t.kind, t.key));
     }
     if (t.span) {
       t.span.setAttributes({ 'latchkey.outcome': 'acquired', 'latchkey.contended': t.contended, 'latchkey.fence': lease.fence });
       t.span.end();
     }
-    const event = { ...base, fence: lease.fence, duration: ms, contended: t.contended };
-    this.#logger?.debug({ latchkey: 'acquired', ...event }, `latchkey: acquired "${t.key}"`);
-    if (this.#hooks?.acquired) this.#call('acquired', () => this.#hooks!.acquired!(event));
+    const logger = this.#logger;
+    const hook = this.#hooks?.acquired;
+    if (!logger && !hook) return;
+    const event: AcquiredEvent = {
+      key: t.key,
+      kind: t.kind,
+      prefix: this.#prefix,
+      backend: this.#backend,
+      fence: lease.fence,
+      duration: ms,
+      contended: t.contended,
+    };
+    logger?.debug({ latchkey: 'acquired', ...event }, `latchkey: acquired "${t.key}"`);
+    if (hook) this.#call('acquired', hook, event);
   }
 
   #failed(t: AcquireTrace, outcome: Exclude<AcquireOutcome, 'acquired'>, error: unknown): void {
     const ms = now() - t.started;
     const base = this.#base(t.kind, t.key);
     if (this.#instruments) {
-      this.#instruments.acquireDuration.record(ms / 1000, this.#attributes(t.kind, t.key, { 'latchkey.outcome': outcome, 'latchkey.contended': t.contended }));
+      this.#instruments.acquireDuration.record(ms / 1000, this.#attributes(t.kind, t.key, 'latchkey.outcome', outcome, t.contended));
       if (t.contended) this.#instruments.contended.add(1, this.#attributes(t.kind, t.key));
     }
     if (t.span) {
@@ -231,44 +242,49 @@ export class Observer {
     else this.#logger?.info(record, message);
     if (this.#hooks?.acquireFailed) {
       const event = { ...base, outcome, duration: ms, contended: t.contended, ...(error === undefined ? {} : { error }) };
-      this.#call('acquireFailed', () => this.#hooks!.acquireFailed!(event));
+      this.#call('acquireFailed', this.#hooks.acquireFailed, event);
     }
     if (error instanceof QuorumError) this.quorumFailed(t.kind, t.key, error.outcome);
   }
 
-  /** A lease ended: released, or lost (its `lostError` says why). */
+  /** A lease ended: released, or lost (its `lostError` says why). (Hot, as `acquired` is.) */
   leaseEnded(lease: Lease): void {
     const kind = this.#kinds.get(lease) ?? 'lock';
     const held = lease.heldFor;
-    const base = this.#base(kind, lease.key);
     const lost = lease.lostError;
-    if (this.#instruments) {
-      this.#instruments.holdDuration.record(held / 1000, this.#attributes(kind, lease.key, { 'latchkey.lease.end': lost ? 'lost' : 'released' }));
-      if (lost) this.#instruments.lost.add(1, this.#attributes(kind, lease.key, { 'latchkey.lost.reason': lost.reason }));
+    const instruments = this.#instruments;
+    if (instruments) {
+      instruments.holdDuration.record(held / 1000, this.#attributes(kind, lease.key, 'latchkey.lease.end', lost ? 'lost' : 'released'));
+      if (lost) instruments.lost.add(1, this.#attributes(kind, lease.key, 'latchkey.lost.reason', lost.reason));
     }
+    const logger = this.#logger;
     if (lost) {
-      const event = { ...base, fence: lease.fence, held, reason: lost.reason, error: lost };
-      this.#logger?.warn(
-        { latchkey: 'lost', ...base, fence: lease.fence, held, reason: lost.reason, err: errorSummary(lost) },
+      const hook = this.#hooks?.lost;
+      if (!logger && !hook) return;
+      const event: LostEvent = { ...this.#base(kind, lease.key), fence: lease.fence, held, reason: lost.reason, error: lost };
+      logger?.warn(
+        { latchkey: 'lost', ...this.#base(kind, lease.key), fence: lease.fence, held, reason: lost.reason, err: errorSummary(lost) },
         `latchkey: lease on "${lease.key}" lost: ${lost.reason}`,
       );
-      if (this.#hooks?.lost) this.#call('lost', () => this.#hooks!.lost!(event));
-    } else {
-      const event = { ...base, fence: lease.fence, held };
-      this.#logger?.debug({ latchkey: 'released', ...event }, `latchkey: released "${lease.key}"`);
-      if (this.#hooks?.released) this.#call('released', () => this.#hooks!.released!(event));
+      if (hook) this.#call('lost', hook, event);
+      return;
     }
+    const hook = this.#hooks?.released;
+    if (!logger && !hook) return;
+    const event: ReleasedEvent = { key: lease.key, kind, prefix: this.#prefix, backend: this.#backend, fence: lease.fence, held };
+    logger?.debug({ latchkey: 'released', ...event }, `latchkey: released "${lease.key}"`);
+    if (hook) this.#call('released', hook, event);
   }
 
   /** A watchdog renewal of `lease` ended: `error` undefined when it succeeded. */
   renewal(lease: Lease, error: unknown): void {
     const kind = this.#kinds.get(lease) ?? 'lock';
     const base = this.#base(kind, lease.key);
-    this.#instruments?.renewal.add(1, this.#attributes(kind, lease.key, { 'latchkey.outcome': error === undefined ? 'ok' : 'failed' }));
+    this.#instruments?.renewal.add(1, this.#attributes(kind, lease.key, 'latchkey.outcome', error === undefined ? 'ok' : 'failed'));
     if (error === undefined) {
       const event = { ...base, fence: lease.fence };
       this.#logger?.debug({ latchkey: 'renewed', ...event }, `latchkey: renewed "${lease.key}"`);
-      if (this.#hooks?.renewed) this.#call('renewed', () => this.#hooks!.renewed!(event));
+      if (this.#hooks?.renewed) this.#call('renewed', this.#hooks.renewed, event);
       return;
     }
     this.#logger?.warn(
@@ -277,14 +293,14 @@ export class Observer {
     );
     if (this.#hooks?.renewFailed) {
       const event = { ...base, fence: lease.fence, error };
-      this.#call('renewFailed', () => this.#hooks!.renewFailed!(event));
+      this.#call('renewFailed', this.#hooks.renewFailed, event);
     }
     if (error instanceof QuorumError) this.quorumFailed(kind, lease.key, error.outcome);
   }
 
   /** Redlock reached no quorum on an operation on `key`. */
   quorumFailed(kind: LockKind, key: string, outcome: QuorumOutcome): void {
-    this.#instruments?.quorumFailure.add(1, this.#attributes(kind, key, { 'latchkey.operation': outcome.operation }));
+    this.#instruments?.quorumFailure.add(1, this.#attributes(kind, key, 'latchkey.operation', outcome.operation));
     const base = this.#base(kind, key);
     this.#logger?.warn(
       { latchkey: 'quorumFailed', ...base, operation: outcome.operation, quorum: outcome.quorum, for: outcome.for, against: outcome.against, errors: outcome.errors },
@@ -292,7 +308,7 @@ export class Observer {
     );
     if (this.#hooks?.quorumFailed) {
       const event = { ...base, operation: outcome.operation, outcome };
-      this.#call('quorumFailed', () => this.#hooks!.quorumFailed!(event));
+      this.#call('quorumFailed', this.#hooks.quorumFailed, event);
     }
   }
 
@@ -300,22 +316,40 @@ export class Observer {
     return { key, kind, prefix: this.#prefix, backend: this.#backend };
   }
 
-  /** Metric attributes: never the lock name itself (unbounded cardinality), at most its group. */
-  #attributes(kind: LockKind, key: string, extra?: Attributes): Attributes {
-    const attributes: Attributes = { 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend, ...extra };
-    if (this.#keyGroup) {
-      try {
-        attributes['latchkey.key.group'] = String(this.#keyGroup(key));
-      } catch (error) {
-        this.#logger?.warn({ latchkey: 'keyGroupFailed', err: errorSummary(error) }, 'latchkey: the keyGroup function threw');
-      }
+  /**
+   * Metric attributes: never the lock name itself (unbounded cardinality), at most its group; one
+   * more attribute `name` = `value`, and `latchkey.contended` for an acquire. Made once per
+   * combination and reused.
+   */
+  #attributes(kind: LockKind, key: string, name?: string, value?: string, contended?: boolean): Attributes {
+    const group = this.#group(key);
+    const id = `${kind}\0${name ?? ''}\0${value ?? ''}\0${contended ?? ''}\0${group ?? ''}`;
+    let attributes = this.#attributeCache.get(id);
+    if (!attributes) {
+      const made: Attributes = { 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend };
+      if (name !== undefined) made[name] = value;
+      if (contended !== undefined) made['latchkey.contended'] = contended;
+      if (group !== undefined) made['latchkey.key.group'] = group;
+      // Bounded: kinds x outcomes x reasons x the groups keyGroup makes (low cardinality by contract).
+      if (this.#attributeCache.size < 10_000) this.#attributeCache.set(id, made);
+      attributes = made;
     }
     return attributes;
   }
 
-  #call(hook: string, fn: () => void): void {
+  #group(key: string): string | undefined {
+    if (!this.#keyGroup) return undefined;
     try {
-      fn();
+      return String(this.#keyGroup(key));
+    } catch (error) {
+      this.#logger?.warn({ latchkey: 'keyGroupFailed', err: errorSummary(error) }, 'latchkey: the keyGroup function threw');
+      return undefined;
+    }
+  }
+
+  #call<E>(hook: string, fn: (event: E) => void, event: E): void {
+    try {
+      fn(event);
     } catch (error) {
       this.#logger?.warn({ latchkey: 'hookFailed', hook, err: errorSummary(error) }, `latchkey: hook "${hook}" threw`);
     }
