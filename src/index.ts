@@ -7,6 +7,21 @@ export type { ReadWriteLock, ReadWriteLockOptions } from './read-write-lock.js';
 export type { FairLock, FairLockOptions } from './fair-lock.js';
 export { MAX_PERMITS } from './semaphore.js';
 export type { AcquireOptions, LocksOptions, BackendOptions } from './options.js';
+export type {
+  ObservabilityOptions,
+  Logger,
+  LockHooks,
+  LockKind,
+  AcquireOutcome,
+  LockEventBase,
+  AcquiredEvent,
+  AcquireFailedEvent,
+  ReleasedEvent,
+  LostEvent,
+  RenewedEvent,
+  RenewFailedEvent,
+  QuorumFailedEvent,
+} from './observe/types.js';
 export { Lease } from './lease/lease.js';
 export { MultiLease } from './multi-lease.js';
 export type { LeaseState } from './lease/lease.js';

@@ -33,6 +33,8 @@ import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions 
 
 const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant'), 'permits'] as const;
 import { TokenSource } from './token.js';
+import { createObserver, type AcquireTrace, type Observer } from './observe/observer.js';
+import type { LockKind } from './observe/types.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
 import type { KeyState, Waiter } from './wait/waiter.js';
@@ -217,7 +219,8 @@ export function createLocks(options?: LocksOptions): Locks {
     holder: checkHolder(o.holder),
     reentrant: o.reentrant === undefined ? false : checkBoolean(o.reentrant, 'reentrant'),
   };
-  return new LockManager(chooseBackend(o, settings.prefix), settings);
+  const backend = chooseBackend(o, settings.prefix);
+  return new LockManager(backend, settings, createObserver(o, settings.prefix, backend.name));
 }
 
 function checkBoolean(value: unknown, option: string): boolean {
@@ -365,15 +368,19 @@ class LockManager implements Locks {
   #closed = false;
   /** The reentrant scopes of the async context; made by the first reentrant call (none on the default path). */
   #scopes: AsyncLocalStorage<Scopes> | undefined;
+  /** Metrics, spans, hooks and logs; undefined when nothing listens (every instrumentation point is then skipped). */
+  readonly #observer: Observer | undefined;
 
-  constructor(backend: Backend, settings: Settings) {
+  constructor(backend: Backend, settings: Settings, observer: Observer | undefined) {
     this.#backend = backend;
     this.#settings = settings;
+    this.#observer = observer;
     this.#leaseContext = {
       backend,
       driftFactor: settings.driftFactor,
       release: (lease, keys, token) => this.#release(lease, keys, token),
       onEnd: (lease) => this.#leaseEnded(lease),
+      onRenew: observer ? (lease, error) => observer.renewal(lease, error) : undefined,
     };
   }
 
@@ -382,11 +389,17 @@ class LockManager implements Locks {
   }
 
   acquire(key: string, options?: AcquireOptions): Promise<Lease> {
-    return this.#acquire(key, options, false) as Promise<Lease>;
+    const observer = this.#observer;
+    if (!observer) return this.#acquire(key, options, false) as Promise<Lease>;
+    const t = observer.start('lock', String(key));
+    return observer.track(t, this.#acquire(key, options, false, t) as Promise<Lease>, options?.signal);
   }
 
   tryAcquire(key: string, options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null> {
-    return this.#acquire(key, options, true);
+    const observer = this.#observer;
+    if (!observer) return this.#acquire(key, options, true);
+    const t = observer.start('lock', String(key));
+    return observer.track(t, this.#acquire(key, options, true, t), options?.signal);
   }
 
   async withLock<T>(
@@ -560,7 +573,9 @@ class LockManager implements Locks {
       await Promise.all(keys.map((k) => this.#backend.release(k, token).catch(() => {})));
       return undefined;
     }
-    return keys.map((k, i) => this.#lease(this.#state(k.name), k, token, reply.fences[i]!, ttl, sentAt, renew));
+    const leases = keys.map((k, i) => this.#lease(this.#state(k.name), k, token, reply.fences[i]!, ttl, sentAt, renew));
+    if (this.#observer) for (const lease of leases) this.#observer.acquiredTogether(lease, sentAt);
+    return leases;
   }
 
   /** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
@@ -699,8 +714,14 @@ class LockManager implements Locks {
       if (!keys) keyCache.set(permits, (keys = semaphoreKeys(this.#settings.prefix, name, { limit, permits }, kind)));
       return keys;
     };
-    const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> =>
-      this.#acquirePermits(keysFor, limit, { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') }, once);
+    const observedKind: LockKind = kind === 'rw' ? 'read-write' : kind === 'fair' ? 'fair' : 'semaphore';
+    const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> => {
+      const o = { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') };
+      const observer = this.#observer;
+      if (!observer) return this.#acquirePermits(keysFor, limit, o, once);
+      const t = observer.start(observedKind, name);
+      return observer.track(t, this.#acquirePermits(keysFor, limit, o, once, t), o.signal);
+    };
     return {
       name,
       limit,
@@ -748,18 +769,21 @@ class LockManager implements Locks {
     };
   }
 
-  async #acquire(key: string, options: AcquireOptions | undefined, once: boolean): Promise<Lease | null> {
+  async #acquire(key: string, options: AcquireOptions | undefined, once: boolean, trace?: AcquireTrace): Promise<Lease | null> {
     this.#assertOpen();
     const name = checkKey(key);
     const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
     const { ttl, wait, signal, strategy, renew } = this.#callSettings(o, once);
     if (this.#reentrant(o)) {
       const joined = this.#join(this.#scopes?.getStore()?.get(name), o);
-      if (joined) return joined;
+      if (joined) {
+        if (trace) trace.joined = true;
+        return joined;
+      }
     }
     signal?.throwIfAborted();
     const keys = lockKeys(this.#settings.prefix, name);
-    if (once) return this.#tryOnce(keys, ttl, renew);
+    if (once) return this.#tryOnce(keys, ttl, renew, trace);
 
     // A lease of this process on the lock: ended now if its validity already ran out, else watched,
     // so that its expiry passes the lock on to the caller about to queue behind it.
@@ -818,6 +842,7 @@ class LockManager implements Locks {
       }
       first = outcome;
     }
+    if (trace) trace.contended = true; // held here or elsewhere: this call waits
     return new Promise<Lease>((resolve, reject) => {
       settle = { resolve, reject };
       if (first) {
@@ -879,14 +904,18 @@ class LockManager implements Locks {
     }
   }
 
-  async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined): Promise<Lease | null> {
+  async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined, trace: AcquireTrace | undefined): Promise<Lease | null> {
     const existing = this.#keys.get(keys.name);
     existing?.holder?.watchExpiry(); // ends it now if its validity already ran out
-    if (existing && (existing.holder || existing.waiters.length > 0)) return null;
+    if (existing && (existing.holder || existing.waiters.length > 0)) {
+      if (trace) trace.contended = true;
+      return null;
+    }
     const token = this.#tokens.next();
     const sentAt = now();
     const reply = await this.#attempt(keys, token, ttl);
     if (!reply.acquired) {
+      if (trace) trace.contended = true;
       if (reply.outcome && undecided(reply.outcome)) throw new QuorumError(keys.name, reply.outcome);
       return null;
     }
@@ -1070,7 +1099,13 @@ class LockManager implements Locks {
    * queue in memory behind each other (several may hold permits at once): each queues in the
    * backend, first come, first served, and is woken by releases through the manager's inbox.
    */
-  async #acquirePermits(keysFor: (permits: number) => LockKeys, limit: number, o: PermitOptions, once: boolean): Promise<Lease | null> {
+  async #acquirePermits(
+    keysFor: (permits: number) => LockKeys,
+    limit: number,
+    o: PermitOptions,
+    once: boolean,
+    trace?: AcquireTrace,
+  ): Promise<Lease | null> {
     this.#assertOpen();
     const { ttl, wait, signal, strategy, renew } = this.#callSettings(o, once);
     const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1);
@@ -1104,6 +1139,7 @@ class LockManager implements Locks {
       if (validUntil(started, ttl, this.#settings.driftFactor) > now()) return lease(first.fence, started, first.replicated);
       await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
     }
+    if (trace && !first.acquired) trace.contended = true;
     if (once) return null;
 
     const waiter: Waiter = {
@@ -1340,6 +1376,7 @@ class LockManager implements Locks {
   }
 
   #leaseEnded(lease: Lease): void {
+    this.#observer?.leaseEnded(lease);
     this.#held.delete(lease);
     const state = this.#keys.get(lease.key);
     if (!state || state.holder !== lease) return;

@@ -1,5 +1,6 @@
 import type { MemoryStore } from './backend/memory-store.js';
 import type { RenewOptions } from './lease/watchdog.js';
+import type { ObservabilityOptions } from './observe/types.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
 /** Where the locks live: exactly one of `redis`, `url`, `redlock` or `memory`; none means a private in-memory store. */
@@ -43,8 +44,12 @@ export interface BackendOptions {
   readonly compat?: 'timestamp' | 'timestamp-seconds';
 }
 
-/** Options of {@link createLocks}. Every per-call option set here is the default for calls. */
-export interface LocksOptions extends BackendOptions {
+/**
+ * Options of {@link createLocks}. Every per-call option set here is the default for calls. The
+ * observability options (`logger`, `hooks`, `meterProvider`, `tracerProvider`, `keyGroup`) are
+ * described in {@link ObservabilityOptions}.
+ */
+export interface LocksOptions extends BackendOptions, ObservabilityOptions {
   /** Prefix of every key latchkey writes. Default `"latchkey:"` (`""` with `compat`). May not contain `{` or `}`. */
   readonly prefix?: string;
   /** Default lease TTL in ms. Default 10000. */
@@ -108,4 +113,4 @@ export interface AcquireOptions {
 }
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew', 'reentrant'] as const;
-export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder', 'reentrant'] as const;
+export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder', 'reentrant', 'logger', 'hooks', 'meterProvider', 'tracerProvider', 'keyGroup'] as const;

@@ -14,6 +14,8 @@ export interface LeaseContext {
   readonly release: (lease: Lease, keys: LockKeys, token: string) => Promise<OwnershipReply>;
   /** Called once when the lease ends (released or lost), so the manager can forget it. */
   readonly onEnd: (lease: Lease) => void;
+  /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */
+  readonly onRenew?: ((lease: Lease, error: unknown) => void) | undefined;
 }
 
 /** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
@@ -217,7 +219,15 @@ export class Lease implements AsyncDisposable {
 
   /** @internal Used by the watchdog: one renewal; true when extended, false when the lease is gone. */
   async renew(): Promise<void> {
-    await this.extend(this.ttl);
+    const onRenew = this.#context.onRenew;
+    if (!onRenew) return this.extend(this.ttl);
+    try {
+      await this.extend(this.ttl);
+    } catch (error) {
+      onRenew(this, error);
+      throw error;
+    }
+    onRenew(this, undefined);
   }
 
   /** Whether the lease was lost, and why. */
