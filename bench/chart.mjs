@@ -1,0 +1,53 @@
+// Draws bench/results/chart.svg from bench/results/latest.json (written by bench/run.mjs): the
+// contended hand-off scenario, each library with its default settings and with its fast variant,
+// side by side: acquisitions per second, and the p99 wait inside acquire() on a log scale.
+// Usage: node bench/chart.mjs [results.json] [out.svg]   (npm run bench runs it after run.mjs)
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const input = process.argv[2] ?? path.join(here, 'results', 'latest.json');
+const output = process.argv[3] ?? path.join(here, 'results', 'chart.svg');
+const results = JSON.parse(readFileSync(input, 'utf8'));
+const rows = (results.scenarios?.handoff?.rows ?? []).filter((r) => r.metrics);
+if (rows.length === 0) throw new Error(`${input}: no hand-off results to draw`);
+
+const escape = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+const ROW = 22;
+const LABEL = 230;
+const BAR = 300;
+const GAP = 60;
+const top = 70;
+const height = top + rows.length * ROW + 50;
+const width = LABEL + BAR + GAP + LABEL / 4 + BAR + 40;
+
+/** One panel: a bar per row, scaled linearly or on a log scale, with the value at the bar's end. */
+function panel(x, title, value, format, log) {
+  const values = rows.map(value);
+  const max = Math.max(...values.filter(Number.isFinite));
+  const min = Math.max(0.1, Math.min(...values.filter((v) => v > 0)));
+  const scale = (v) => (log ? (Math.log10(Math.max(v, min)) - Math.log10(min) + 0.15) / (Math.log10(max) - Math.log10(min) + 0.15) : v / max);
+  const bars = rows.map((r, i) => {
+    const v = values[i];
+    const w = Number.isFinite(v) ? Math.max(1, scale(v) * BAR) : 0;
+    const y = top + i * ROW;
+    const fill = r.ours ? '#1f6feb' : '#8c959f';
+    return `<rect x="${x}" y="${y}" width="${w.toFixed(1)}" height="${ROW - 6}" fill="${fill}"/><text x="${(x + w + 4).toFixed(1)}" y="${y + ROW - 10}" font-size="11">${escape(format(v))}</text>`;
+  });
+  return `<text x="${x}" y="${top - 14}" font-size="13" font-weight="bold">${escape(title)}</text>${bars.join('')}`;
+}
+
+const labels = rows.map((r, i) => `<text x="${LABEL - 8}" y="${top + i * ROW + ROW - 10}" font-size="12" text-anchor="end"${r.ours ? ' font-weight="bold"' : ''}>${escape(r.label)}</text>`);
+const meta = results.meta ?? {};
+const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="24" font-size="15" font-weight="bold">Contended hand-off: 8 processes on one key, 1 ms hold (npm run bench)</text>
+<text x="10" y="42" font-size="11" fill="#57606a">${escape(`${meta.date ?? ''} · node ${meta.node ?? '?'} · redis ${meta.redis ?? '?'} · ${meta.cpus ?? '?'} CPUs · ${meta.seconds ?? '?'} s per pass · latchkey in blue`)}</text>
+${labels.join('\n')}
+${panel(LABEL, 'acquisitions per second (higher is better)', (r) => r.metrics.acqPerSec, (v) => Math.round(v).toLocaleString('en-US'), false)}
+${panel(LABEL + BAR + GAP + LABEL / 4, 'p99 wait inside acquire(), ms, log scale (lower is better)', (r) => r.metrics.waitP99, (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)), true)}
+</svg>
+`;
+writeFileSync(output, svg);
+process.stderr.write(`chart written to ${path.relative(process.cwd(), output)}\n`);
