@@ -1,0 +1,164 @@
+/**
+ * The short tier of the fault suite: each fault once, on real redis-server processes, with worker
+ * processes that use the built package through fault proxies. Every test runs the checkers over
+ * the history (check.ts) and asserts what the mode promises under that fault.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { acquireScript, releaseScript } from '../../src/lua/scripts.generated.js';
+import { keepHistoryOnFailure, summarize } from './check.js';
+import { FaultRig, type HistoryEvent } from './harness.js';
+
+let rig: FaultRig | undefined;
+
+afterEach(async () => {
+  await rig?.close();
+  rig = undefined;
+});
+
+const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) => (e: HistoryEvent) =>
+  e.p === p && e.ev === ev && extra(e);
+
+/** Bound on the time from a dead holder's validity end to the next grant (ms): drift allowance + a waiter's wake-up on a loaded machine. */
+const RECOVERY_BOUND = 600;
+
+describe('fault suite, single Redis', () => {
+  it('holder crash (SIGKILL): the lock is taken again soon after the dead lease\'s validity, never before', async (ctx) => {
+    keepHistoryOnFailure(() => rig, ctx.task.name);
+    rig = await FaultRig.start();
+    const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 400, rounds: 1 });
+    const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    const b = await rig.spawnWorker('b', { ttl: 600, wait: 5_000, hold: 20, rounds: 3 });
+    await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
+    await a.kill();
+    await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
+    await b.exited;
+
+    const s = summarize(rig);
+    expect(s.acquisitions).toBe(4);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+    expect(s.recoveries).toHaveLength(1);
+    const [recovery] = s.recoveries;
+    expect(recovery!.dead.fence).toBe(holding.fence);
+    expect(recovery!.next?.p).toBe('b');
+    // Never before the dead lease's validity ends (that would be an overlap), and soon after it.
+    expect(recovery!.afterValidity).toBeGreaterThan(0);
+    expect(recovery!.afterValidity).toBeLessThan(RECOVERY_BOUND);
+  });
+
+  it('holder paused past its TTL (SIGSTOP, SIGCONT) writes on waking: the fenced resource refuses it', async (ctx) => {
+    keepHistoryOnFailure(() => rig, ctx.task.name);
+    rig = await FaultRig.start();
+    const a = await rig.spawnWorker('a', { ttl: 500, wait: 5_000, hold: 300, rounds: 1 });
+    const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    a.pause();
+    await rig.spawnWorker('b', { ttl: 500, wait: 5_000, hold: 20, rounds: 2 });
+    // b gets the lock once a's key expired, and writes with a higher fence.
+    await rig.history.waitFor(of('b', 'write-accepted'), 10_000, 'b to write');
+    a.resume();
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+
+    const s = summarize(rig);
+    // a was stopped before it wrote: its write came after b's, and was refused.
+    const attempted = rig.history.events.find(of('a', 'write-attempted'))!;
+    expect(attempted.t > rig.history.events.find(of('b', 'write-accepted'))!.t).toBe(true);
+    expect(s.writes.refusedWrites).toEqual([{ p: 'a', fence: holding.fence }]);
+    expect(s.writes.staleAccepted).toEqual([]);
+    // The leases themselves never overlapped: a's validity ended while it was stopped.
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.unsettled).toEqual([]);
+    // The unfenced counter has no such defence: a's read-modify-write lost b's update.
+    expect(s.lostUpdates).toBeGreaterThanOrEqual(1);
+    // a's release finds the lock gone or taken, and leaves b alone.
+    const release = rig.history.events.find(of('a', 'release-failed'));
+    expect(release?.code).toBe('LEASE_LOST');
+  });
+
+  it('partition (black hole) between a renewing holder and Redis: its signal reports the loss, and no valid windows overlap', async (ctx) => {
+    keepHistoryOnFailure(() => rig, ctx.task.name);
+    rig = await FaultRig.start();
+    const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_500, rounds: 1, renew: true });
+    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    rig.history.note('fault', { kind: 'partition', of: 'a' });
+    a.proxies[0]!.blackHole();
+    await rig.spawnWorker('b', { ttl: 600, wait: 5_000, hold: 20, rounds: 2 });
+    const lost = await rig.history.waitFor(of('a', 'lost'), 10_000, 'a to report the loss');
+    expect(lost.reason).toBe('unreachable');
+    await rig.history.waitFor(of('b', 'write-accepted'), 10_000, 'b to write');
+    await rig.history.waitFor(of('a', 'write-refused'), 10_000, 'a to write late');
+    a.proxies[0]!.heal();
+    rig.history.note('heal', { kind: 'partition', of: 'a' });
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+
+    const s = summarize(rig);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.writes.refusedWrites.map((w) => w.p)).toEqual(['a']);
+    expect(s.unsettled).toEqual([]);
+    expect(s.acquisitions).toBe(3);
+  });
+
+  it('connection resets in the middle of acquire and release: no double holders, no hung acquire', async (ctx) => {
+    keepHistoryOnFailure(() => rig, ctx.task.name);
+    rig = await FaultRig.start();
+    const options = { ttl: 500, wait: 4_000, hold: 15, rounds: 25, idle: 5 };
+    const a = await rig.spawnWorker('a', options);
+    const b = await rig.spawnWorker('b', options);
+    const within = <T>(promise: Promise<T>, what: string): Promise<T> =>
+      Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no ${what} within 10 s`)), 10_000))]);
+    // Alternate: the command reaches Redis and its reply is lost, or the command never arrives.
+    const plan = [
+      { worker: a, sha: acquireScript.sha, forward: true, kind: 'reset-acquire-after-send' },
+      { worker: b, sha: acquireScript.sha, forward: false, kind: 'reset-acquire-before-send' },
+      { worker: a, sha: releaseScript.sha, forward: true, kind: 'reset-release-after-send' },
+      { worker: b, sha: releaseScript.sha, forward: false, kind: 'reset-release-before-send' },
+      { worker: b, sha: acquireScript.sha, forward: true, kind: 'reset-acquire-after-send' },
+      { worker: a, sha: releaseScript.sha, forward: false, kind: 'reset-release-before-send' },
+    ];
+    for (const step of plan) {
+      const hit = step.worker.proxies[0]!.resetOn(step.sha, { forward: step.forward });
+      expect(await within(hit, step.kind)).toBe(true);
+      rig.history.note('fault', { kind: step.kind, of: step.worker.id });
+    }
+    await rig.history.waitFor(of('a', 'done'), 30_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 30_000, 'b to finish');
+
+    const s = summarize(rig);
+    expect(Object.values(s.faults).reduce((x, y) => x + y, 0)).toBe(plan.length);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+    expect(s.lostUpdates).toBe(0);
+    expect(s.acquisitions).toBeGreaterThanOrEqual(40);
+  });
+
+  it('Redis restarted WITHOUT persistence while a lease is held: the checker sees the overlap, and the fenced resource refuses the stale write', async (ctx) => {
+    keepHistoryOnFailure(() => rig, ctx.task.name);
+    rig = await FaultRig.start({ persistence: false });
+    await rig.spawnWorker('a', { ttl: 5_000, wait: 5_000, hold: 1_000, rounds: 1 });
+    const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    await rig.restartNode(0);
+    await rig.spawnWorker('b', { ttl: 5_000, wait: 5_000, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+
+    const s = summarize(rig);
+    // The mode cannot be safe here, and the checker sees it: b was granted inside a's window.
+    expect(s.overlaps).toHaveLength(1);
+    expect(s.overlaps[0]!.first.p).toBe('a');
+    expect(s.overlaps[0]!.second.p).toBe('b');
+    // Fences kept increasing through the loss (the server clock), so fencing holds.
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.refusedWrites).toEqual([{ p: 'a', fence: holding.fence }]);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+    expect((await rig.fencedState()).value).toMatch(/^b:/);
+  });
+});
