@@ -1,10 +1,9 @@
 /**
  * Runs every checker over a rig's history and gives one summary a test can assert on; on a failed
- * assertion the test keeps the history as JSON lines (see `keepHistoryOnFailure`).
+ * assertion the test keeps the history as JSON lines (see `keepHistory`).
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { onTestFailed } from 'vitest';
 import {
   faultCounts,
   fenceOrderViolations,
@@ -49,12 +48,13 @@ export function summarize(rig: FaultRig): Summary {
   };
 }
 
-export function keepHistoryOnFailure(rig: () => FaultRig | undefined, name: string): void {
-  onTestFailed(() => {
-    const current = rig();
-    if (!current) return;
-    const path = join(tmpdir(), `latchkey-faults-${name.replace(/\W+/g, '-')}-${process.pid}.jsonl`);
-    current.history.dump(path);
-    console.error(`fault history kept in ${path}`);
-  });
+/**
+ * Keeps the history as JSON lines in the temp directory when the test failed (always with
+ * FAULTS_KEEP=1). Call it from afterEach, before closing the rig.
+ */
+export function keepHistory(rig: FaultRig | undefined, name: string, failed: boolean): void {
+  if (!rig || (!failed && !process.env.FAULTS_KEEP)) return;
+  const path = join(tmpdir(), `latchkey-faults-${name.replace(/\W+/g, '-').slice(0, 60)}-${process.pid}.jsonl`);
+  rig.history.dump(path);
+  console.error(`fault history kept in ${path}`);
 }

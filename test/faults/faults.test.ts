@@ -5,12 +5,13 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireScript, releaseScript } from '../../src/lua/scripts.generated.js';
-import { keepHistoryOnFailure, summarize } from './check.js';
+import { keepHistory, summarize } from './check.js';
 import { FaultRig, type HistoryEvent } from './harness.js';
 
 let rig: FaultRig | undefined;
 
-afterEach(async () => {
+afterEach(async (ctx) => {
+  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
   await rig?.close();
   rig = undefined;
 });
@@ -22,8 +23,7 @@ const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => t
 const RECOVERY_BOUND = 600;
 
 describe('fault suite, single Redis', () => {
-  it('holder crash (SIGKILL): the lock is taken again soon after the dead lease\'s validity, never before', async (ctx) => {
-    keepHistoryOnFailure(() => rig, ctx.task.name);
+  it('holder crash (SIGKILL): the lock is taken again soon after the dead lease\'s validity, never before', async () => {
     rig = await FaultRig.start();
     const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 400, rounds: 1 });
     const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
@@ -48,8 +48,7 @@ describe('fault suite, single Redis', () => {
     expect(recovery!.afterValidity).toBeLessThan(RECOVERY_BOUND);
   });
 
-  it('holder paused past its TTL (SIGSTOP, SIGCONT) writes on waking: the fenced resource refuses it', async (ctx) => {
-    keepHistoryOnFailure(() => rig, ctx.task.name);
+  it('holder paused past its TTL (SIGSTOP, SIGCONT) writes on waking: the fenced resource refuses it', async () => {
     rig = await FaultRig.start();
     const a = await rig.spawnWorker('a', { ttl: 500, wait: 5_000, hold: 300, rounds: 1 });
     const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
@@ -78,8 +77,7 @@ describe('fault suite, single Redis', () => {
     expect(release?.code).toBe('LEASE_LOST');
   });
 
-  it('partition (black hole) between a renewing holder and Redis: its signal reports the loss, and no valid windows overlap', async (ctx) => {
-    keepHistoryOnFailure(() => rig, ctx.task.name);
+  it('partition (black hole) between a renewing holder and Redis: its signal reports the loss, and no valid windows overlap', async () => {
     rig = await FaultRig.start();
     const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_500, rounds: 1, renew: true });
     await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
@@ -104,8 +102,7 @@ describe('fault suite, single Redis', () => {
     expect(s.acquisitions).toBe(3);
   });
 
-  it('connection resets in the middle of acquire and release: no double holders, no hung acquire', async (ctx) => {
-    keepHistoryOnFailure(() => rig, ctx.task.name);
+  it('connection resets in the middle of acquire and release: no double holders, no hung acquire', async () => {
     rig = await FaultRig.start();
     const options = { ttl: 500, wait: 4_000, hold: 15, rounds: 25, idle: 5 };
     const a = await rig.spawnWorker('a', options);
@@ -139,8 +136,7 @@ describe('fault suite, single Redis', () => {
     expect(s.acquisitions).toBeGreaterThanOrEqual(40);
   });
 
-  it('Redis restarted WITHOUT persistence while a lease is held: the checker sees the overlap, and the fenced resource refuses the stale write', async (ctx) => {
-    keepHistoryOnFailure(() => rig, ctx.task.name);
+  it('Redis restarted WITHOUT persistence while a lease is held: the checker sees the overlap, and the fenced resource refuses the stale write', async () => {
     rig = await FaultRig.start({ persistence: false });
     await rig.spawnWorker('a', { ttl: 5_000, wait: 5_000, hold: 1_000, rounds: 1 });
     const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
