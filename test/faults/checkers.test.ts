@@ -53,18 +53,21 @@ describe('fault checkers', () => {
 
   it('see an acquire that never settles or settles past its wait, excusing a dead process and time stopped', () => {
     const hung = [e(0, 'a', 'requested', { wait: 100 }), e(5_000, 'b', 'started')];
-    expect(unsettledAcquires(hung, 500)).toHaveLength(1);
+    expect(unsettledAcquires(hung, 500, ms(5_000))).toHaveLength(1);
+    // Still pending at the end of the history: counted up to the time of the check.
+    expect(unsettledAcquires([e(0, 'a', 'requested', { wait: 100 })], 500, ms(700))).toHaveLength(1);
+    expect(unsettledAcquires([e(0, 'a', 'requested', { wait: 100 })], 500, ms(300))).toEqual([]);
     const late = [e(0, 'a', 'requested', { wait: 100 }), e(1_000, 'a', 'failed')];
-    expect(unsettledAcquires(late, 500)).toHaveLength(1);
+    expect(unsettledAcquires(late, 500, ms(1_000))).toHaveLength(1);
     const stopped = [
       e(0, 'a', 'requested', { wait: 100 }),
       e(10, 'harness', 'fault', { kind: 'pause-worker', of: 'a' }),
       e(900, 'harness', 'heal', { kind: 'pause-worker', of: 'a' }),
       e(1_000, 'a', 'failed'),
     ];
-    expect(unsettledAcquires(stopped, 500)).toEqual([]);
+    expect(unsettledAcquires(stopped, 500, ms(1_000))).toEqual([]);
     const dead = [e(0, 'a', 'requested', { wait: 100 }), e(50, 'harness', 'exit', { of: 'a' }), e(5_000, 'b', 'started')];
-    expect(unsettledAcquires(dead, 500)).toEqual([]);
+    expect(unsettledAcquires(dead, 500, ms(6_000))).toEqual([]);
   });
 
   it('measure the recovery after a holder dies from its validity end', () => {

@@ -132,11 +132,12 @@ export interface Unsettled {
 
 /**
  * (d) Every acquire settles (granted or failed) within its wait plus `slackMs`, not counting time
- * its process spent stopped by the harness; an acquire whose process died first is excused.
+ * its process spent stopped by the harness; an acquire whose process died first is excused. An
+ * acquire still pending counts from its request to `now` (the time of the check).
  */
-export function unsettledAcquires(history: readonly HistoryEvent[], slackMs: number): Unsettled[] {
+export function unsettledAcquires(history: readonly HistoryEvent[], slackMs: number, now: bigint = process.hrtime.bigint()): Unsettled[] {
   const found: Unsettled[] = [];
-  const end = history.reduce((max, e) => (e.t > max ? e.t : max), 0n);
+  const end = history.reduce((max, e) => (e.t > max ? e.t : max), now);
   for (const r of history) {
     if (r.ev !== 'requested') continue;
     const outcome = history.find((e) => (e.ev === 'granted' || e.ev === 'failed') && e.p === r.p && e.n === r.n);

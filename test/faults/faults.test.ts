@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireScript, releaseScript } from '../../src/lua/scripts.generated.js';
-import { keepHistory, summarize } from './check.js';
+import { SETTLE_SLACK, keepHistory, summarize } from './check.js';
 import { FaultRig, type HistoryEvent } from './harness.js';
 
 let rig: FaultRig | undefined;
@@ -102,6 +102,32 @@ describe('fault suite, single Redis', () => {
     expect(s.acquisitions).toBe(3);
   });
 
+  it('an acquire through a partition: without a command timeout it hangs past its wait (the checker reports it); with ioredis commandTimeout it settles', async () => {
+    rig = await FaultRig.start();
+    const wait = 800;
+    // A rest of 1.5 s after each round: the partition starts before the next request.
+    const [hung, bounded] = await Promise.all([
+      rig.spawnWorker('hung', { ttl: 600, wait, hold: 15, rounds: 2, idle: 1_500 }),
+      rig.spawnWorker('bounded', { ttl: 600, wait, hold: 15, rounds: 2, idle: 1_500, commandTimeout: 300 }),
+    ]);
+    await rig.history.waitFor(of('hung', 'released'), 10_000, 'hung to take the lock once');
+    await rig.history.waitFor(of('bounded', 'released'), 10_000, 'bounded to take the lock once');
+    const cut = rig.history.note('fault', { kind: 'partition-acquirer' }).t;
+    hung!.proxies[0]!.blackHole();
+    bounded!.proxies[0]!.blackHole();
+    const asked = await rig.history.waitFor((e) => e.p === 'hung' && e.ev === 'requested' && e.n === 1, 10_000, 'hung to ask again', cut);
+    // The bounded worker's next acquire fails (BackendError) within its wait plus slack...
+    const failed = await rig.history.waitFor(of('bounded', 'failed'), 10_000, 'bounded to fail', cut);
+    expect(failed.code).toBe('BACKEND_ERROR');
+    // ...while the other one's is still pending when its wait plus the slack has passed.
+    const outcome = rig.history.waitFor((e) => e.p === 'hung' && e.n === 1 && (e.ev === 'failed' || e.ev === 'granted'), wait + SETTLE_SLACK + 100, 'hung to settle', asked.t);
+    await expect(outcome).rejects.toThrow(/timed out/);
+    const s = summarize(rig);
+    expect(s.unsettled.map((u) => [u.p, u.n, u.took])).toEqual([['hung', 1, Infinity]]);
+    expect(s.overlaps).toEqual([]);
+    expect(s.writes.staleAccepted).toEqual([]);
+  });
+
   it('connection resets in the middle of acquire and release: no double holders, no hung acquire', async () => {
     rig = await FaultRig.start();
     const options = { ttl: 500, wait: 4_000, hold: 15, rounds: 25, idle: 5 };
@@ -156,5 +182,69 @@ describe('fault suite, single Redis', () => {
     expect(s.writes.staleAccepted).toEqual([]);
     expect(s.unsettled).toEqual([]);
     expect((await rig.fencedState()).value).toMatch(/^b:/);
+  });
+});
+
+describe('fault suite, Redlock over three masters', () => {
+  it('a minority partitioned from each worker in turn: every acquire succeeds, no overlap, fences in order', async () => {
+    rig = await FaultRig.start({ nodes: 3 });
+    const options = { ttl: 600, wait: 4_000, hold: 15, rounds: 20, idle: 5 };
+    const a = await rig.spawnWorker('a', options);
+    const b = await rig.spawnWorker('b', options);
+    // a loses node 0, b loses node 1; later a loses node 2: always a minority.
+    rig.history.note('fault', { kind: 'partition-minority', of: 'a', node: 0 });
+    a.proxies[0]!.blackHole();
+    rig.history.note('fault', { kind: 'partition-minority', of: 'b', node: 1 });
+    b.proxies[1]!.blackHole();
+    const afterCut = process.hrtime.bigint();
+    await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'released', 10_000, 'a to hold and release once without node 0', afterCut);
+    await rig.history.waitFor((e) => e.p === 'b' && e.ev === 'released', 10_000, 'b to hold and release once without node 1', afterCut);
+    a.proxies[0]!.heal();
+    rig.history.note('heal', { kind: 'partition-minority', of: 'a', node: 0 });
+    rig.history.note('fault', { kind: 'partition-minority', of: 'a', node: 2 });
+    a.proxies[2]!.blackHole();
+    await rig.history.waitFor(of('a', 'done'), 30_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 30_000, 'b to finish');
+
+    const s = summarize(rig);
+    expect(s.acquisitions).toBe(40);
+    expect(rig.history.events.filter((e) => e.ev === 'failed')).toEqual([]);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.writes.refused).toBe(0);
+    expect(s.lostUpdates).toBe(0);
+    expect(s.unsettled).toEqual([]);
+  });
+
+  it('a majority partitioned from one worker: its acquires fail cleanly within their wait, the other works on, and it recovers after healing', async () => {
+    rig = await FaultRig.start({ nodes: 3 });
+    const a = await rig.spawnWorker('a', { ttl: 600, wait: 800, hold: 15, rounds: 4, idle: 5 });
+    rig.history.note('fault', { kind: 'partition-majority', of: 'a', nodes: [0, 1] });
+    a.proxies[0]!.blackHole();
+    a.proxies[1]!.blackHole();
+    await rig.spawnWorker('b', { ttl: 600, wait: 4_000, hold: 15, rounds: 10, idle: 5 });
+    // Two failed attempts, then heal.
+    await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'failed' && e.n === 1, 10_000, 'a to fail twice');
+    a.proxies[0]!.heal();
+    a.proxies[1]!.heal();
+    rig.history.note('heal', { kind: 'partition-majority', of: 'a', nodes: [0, 1] });
+    await rig.history.waitFor(of('a', 'done'), 20_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 20_000, 'b to finish');
+
+    const s = summarize(rig);
+    const failed = rig.history.events.filter((e) => e.ev === 'failed');
+    expect(failed.filter((e) => e.n! <= 1).map((e) => [e.p, e.n, e.code])).toEqual([
+      ['a', 0, 'QUORUM'],
+      ['a', 1, 'QUORUM'],
+    ]);
+    // b never failed; a got the lock in its rounds after the heal.
+    expect(failed.filter((e) => e.p === 'b')).toEqual([]);
+    expect(rig.history.events.filter(of('a', 'granted')).length).toBeGreaterThanOrEqual(1);
+    expect(rig.history.events.filter(of('b', 'granted'))).toHaveLength(10);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
   });
 });
