@@ -145,10 +145,10 @@ export class Worker {
     this.#history.note('heal', { kind: 'pause-worker', of: this.id });
   }
 
-  /** SIGKILL, and wait for the exit. */
-  async kill(): Promise<void> {
+  /** SIGKILL, and wait for the exit; recorded as a fault unless `fault: false` (the end of a run). */
+  async kill(options: { fault?: boolean } = {}): Promise<void> {
     if (!this.alive) return;
-    this.#history.note('fault', { kind: 'kill-worker', of: this.id });
+    if (options.fault ?? true) this.#history.note('fault', { kind: 'kill-worker', of: this.id });
     this.#child.kill('SIGKILL');
     await this.exited;
   }
