@@ -183,6 +183,62 @@ describe('fault suite, single Redis', () => {
     expect(s.unsettled).toEqual([]);
     expect((await rig.fencedState()).value).toMatch(/^b:/);
   });
+
+  it('Redis restarted WITH persistence (appendfsync always) while a lease is held: no overlap, no write refused', async () => {
+    rig = await FaultRig.start({ persistence: true });
+    await rig.spawnWorker('a', { ttl: 3_000, wait: 5_000, hold: 600, rounds: 1 });
+    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    await rig.restartNode(0);
+    await rig.spawnWorker('b', { ttl: 3_000, wait: 8_000, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+
+    const s = summarize(rig);
+    expect(s.acquisitions).toBe(2);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.refused).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+    // b got the lock only when a released it.
+    const released = rig.history.events.find(of('a', 'released'))!;
+    expect(rig.history.events.find(of('b', 'granted'))!.t > released.t).toBe(true);
+  });
+
+  it('acquire replies held in flight: a short stall shortens the lease, a stall past the TTL hands out no lease from the late reply (a new attempt gets it)', async () => {
+    rig = await FaultRig.start();
+    const ttl = 600;
+    const a = await rig.spawnWorker('a', { ttl, wait: 3_000, hold: 10, rounds: 3, idle: 400 });
+    const proxy = a.proxies[0]!;
+    for (const [n, stall] of [[1, 200], [2, ttl + 200]] as const) {
+      await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'released' && e.n === n - 1, 10_000, `a to finish round ${n - 1}`);
+      proxy.holdReplies();
+      const asked = await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'requested' && e.n === n, 10_000, `a to ask (round ${n})`);
+      rig.history.note('fault', { kind: 'hold-replies', of: 'a', ms: stall });
+      await new Promise<void>((resolve) => proxy.once('held', () => resolve()));
+      // The stall is the fault itself: its length is the point of the test.
+      await new Promise((resolve) => setTimeout(resolve, stall));
+      proxy.deliverReplies();
+      const healed = rig.history.note('heal', { kind: 'hold-replies', of: 'a' }).t;
+      const outcome = await rig.history.waitFor((e) => e.p === 'a' && e.n === n && (e.ev === 'granted' || e.ev === 'failed'), 10_000, `a's round ${n}`);
+      if (n === 1) {
+        expect(outcome.ev).toBe('granted');
+        // Validity counts from the send: the stall came off what was left of the lease when it was granted.
+        expect(Number(outcome.validUntil! - outcome.t) / 1e6).toBeLessThan(ttl - stall);
+        expect(Number(outcome.validUntil! - asked.t) / 1e6).toBeLessThanOrEqual(ttl);
+      } else {
+        // The late reply was given back; the lease handed out comes from a new attempt sent after
+        // the stall (its validity ends more than half a TTL after the replies were delivered).
+        expect(outcome.ev).toBe('granted');
+        expect(Number(outcome.validUntil! - healed) / 1e6).toBeGreaterThan(ttl / 2);
+      }
+    }
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+    const s = summarize(rig);
+    expect(s.overlaps).toEqual([]);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+  });
 });
 
 describe('fault suite, Redlock over three masters', () => {
