@@ -79,7 +79,8 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
     const started = performance.now();
     try {
       const ttl = between(300, 900);
-      const options: WorkerOptions = { ttl, wait: 2_000, hold: between(5, 40), idle: between(0, 20), commandTimeout: 500 };
+      // Holds up to half the TTL: long enough for a restart to land while a lease is held.
+      const options: WorkerOptions = { ttl, wait: 2_000, hold: between(5, Math.round(ttl / 2)), idle: between(0, 20), commandTimeout: 500 };
       let next = 0;
       const live: Worker[] = [];
       const spawn = async (): Promise<void> => {
