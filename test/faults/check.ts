@@ -1,0 +1,60 @@
+/**
+ * Runs every checker over a rig's history and gives one summary a test can assert on; on a failed
+ * assertion the test keeps the history as JSON lines (see `keepHistory`).
+ */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  faultCounts,
+  fenceOrderViolations,
+  fencedWrites,
+  grants,
+  lostUpdates,
+  overlaps,
+  recoveries,
+  unsettledAcquires,
+  type Overlap,
+  type Recovery,
+  type Unsettled,
+  type WriteReport,
+} from './checkers.js';
+import type { FaultRig } from './harness.js';
+
+export interface Summary {
+  readonly acquisitions: number;
+  readonly overlaps: Overlap[];
+  readonly fenceOrder: number;
+  readonly writes: WriteReport;
+  readonly lostUpdates: number;
+  readonly unsettled: Unsettled[];
+  readonly recoveries: Recovery[];
+  readonly faults: Record<string, number>;
+}
+
+/** Slack over an acquire's own wait before it counts as hung (ms): a loaded 2-core machine. */
+export const SETTLE_SLACK = 1_500;
+
+export function summarize(rig: FaultRig): Summary {
+  const h = rig.history.events;
+  return {
+    acquisitions: grants(h).length,
+    overlaps: overlaps(h),
+    fenceOrder: fenceOrderViolations(h).length,
+    writes: fencedWrites(h),
+    lostUpdates: lostUpdates(h),
+    unsettled: unsettledAcquires(h, SETTLE_SLACK),
+    recoveries: recoveries(h),
+    faults: faultCounts(h),
+  };
+}
+
+/**
+ * Keeps the history as JSON lines in the temp directory when the test failed (always with
+ * FAULTS_KEEP=1). Call it from afterEach, before closing the rig.
+ */
+export function keepHistory(rig: FaultRig | undefined, name: string, failed: boolean): void {
+  if (!rig || (!failed && !process.env.FAULTS_KEEP)) return;
+  const path = join(tmpdir(), `latchkey-faults-${name.replace(/\W+/g, '-').slice(0, 60)}-${process.pid}.jsonl`);
+  rig.history.dump(path);
+  console.error(`fault history kept in ${path}`);
+}

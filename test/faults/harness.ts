@@ -1,0 +1,243 @@
+/**
+ * The fault harness: Redis nodes (real redis-server processes), one fault proxy per worker per
+ * node, a fault-free Redis for the protected resources, and worker processes (test/faults/worker.mjs)
+ * whose events, with the harness's own, make one history on the machine's monotonic clock.
+ *
+ * Everything it starts it stops by pid (`close()`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { RedisServer } from '../helpers/redis-server.js';
+import { FaultProxy } from './proxy.js';
+
+const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url));
+
+/** One event: `t` is process.hrtime.bigint() in ns, `p` the process ('harness' for faults). */
+export interface HistoryEvent {
+  readonly t: bigint;
+  readonly p: string;
+  readonly ev: string;
+  readonly n?: number;
+  readonly fence?: number;
+  readonly validUntil?: bigint;
+  readonly wait?: number;
+  readonly read?: number;
+  readonly code?: string;
+  readonly reason?: string;
+  readonly kind?: string;
+  readonly [field: string]: unknown;
+}
+
+type Waiter = { readonly match: (e: HistoryEvent) => boolean; readonly resolve: (e: HistoryEvent) => void };
+
+export class History {
+  readonly events: HistoryEvent[] = [];
+  #waiters: Waiter[] = [];
+
+  add(event: HistoryEvent): void {
+    this.events.push(event);
+    for (const waiter of this.#waiters.filter((w) => w.match(event))) {
+      this.#waiters = this.#waiters.filter((w) => w !== waiter);
+      waiter.resolve(event);
+    }
+  }
+
+  /** Records a harness event (a fault, a kill) now. */
+  note(ev: string, data: Record<string, unknown> = {}): HistoryEvent {
+    const event: HistoryEvent = { t: process.hrtime.bigint(), p: 'harness', ev, ...data };
+    this.add(event);
+    return event;
+  }
+
+  /** The first event (already recorded or to come) that matches; rejects after `timeoutMs`. */
+  waitFor(match: (e: HistoryEvent) => boolean, timeoutMs: number, what: string, after = 0n): Promise<HistoryEvent> {
+    const found = this.events.find((e) => e.t >= after && match(e));
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const waiter: Waiter = {
+        match: (e) => e.t >= after && match(e),
+        resolve: (e) => {
+          clearTimeout(timer);
+          resolve(e);
+        },
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  /** The history as JSON lines (bigints as strings), to keep when a test fails. */
+  dump(path: string): void {
+    writeFileSync(path, this.events.map((e) => JSON.stringify(e, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).join('\n') + '\n');
+  }
+}
+
+export interface WorkerOptions {
+  readonly ttl: number;
+  readonly wait: number;
+  readonly hold: number;
+  readonly rounds?: number;
+  readonly renew?: boolean;
+  readonly idle?: number;
+  readonly failIdle?: number;
+  readonly commandTimeout?: number;
+}
+
+export class Worker {
+  readonly id: string;
+  /** One proxy per Redis node, in node order: this worker's own links to Redis. */
+  readonly proxies: readonly FaultProxy[];
+  readonly #child: ChildProcess;
+  readonly #history: History;
+  readonly exited: Promise<void>;
+  #stopped = false;
+
+  constructor(id: string, child: ChildProcess, proxies: readonly FaultProxy[], history: History) {
+    this.id = id;
+    this.#child = child;
+    this.proxies = proxies;
+    this.#history = history;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-2000);
+    });
+    child.once('exit', (code, signal) => {
+      history.note('exit', { of: id, code, signal, stderr: code ? stderr : '' });
+    });
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const raw = JSON.parse(line) as Record<string, unknown>;
+      history.add({
+        ...raw,
+        t: BigInt(raw.t as string),
+        p: raw.p as string,
+        ev: raw.ev as string,
+        ...(raw.validUntil === undefined ? {} : { validUntil: BigInt(raw.validUntil as string) }),
+      });
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  get alive(): boolean {
+    return this.#child.exitCode === null && this.#child.signalCode === null;
+  }
+
+  /** SIGSTOP: the worker freezes (a long GC, a suspended VM). */
+  pause(): void {
+    this.#history.note('fault', { kind: 'pause-worker', of: this.id });
+    this.#stopped = true;
+    this.#child.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#stopped = false;
+    this.#child.kill('SIGCONT');
+    this.#history.note('heal', { kind: 'pause-worker', of: this.id });
+  }
+
+  /** SIGKILL, and wait for the exit; recorded as a fault unless `fault: false` (the end of a run). */
+  async kill(options: { fault?: boolean } = {}): Promise<void> {
+    if (!this.alive) return;
+    if (options.fault ?? true) this.#history.note('fault', { kind: 'kill-worker', of: this.id });
+    this.#child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) this.#child.kill('SIGCONT');
+    if (this.alive) this.#child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+export interface RigOptions {
+  /** How many Redis nodes: 1 is a single Redis, more is Redlock over them. Default 1. */
+  readonly nodes?: number;
+  /** Lock nodes keep their data across restarts (AOF, fsync always). Default false. */
+  readonly persistence?: boolean;
+}
+
+/** The lock nodes, the resource Redis, the workers and their proxies, and the history. */
+export class FaultRig {
+  readonly nodes: RedisServer[];
+  /** The fault-free Redis that holds the protected resources. */
+  readonly resourceServer: RedisServer;
+  readonly resource: Redis;
+  readonly history = new History();
+  readonly prefix = `f${randomBytes(4).toString('hex')}:`;
+  readonly key = 'job';
+  readonly fencedKey: string;
+  readonly counterKey: string;
+  readonly workers: Worker[] = [];
+  readonly #proxies: FaultProxy[] = [];
+
+  private constructor(nodes: RedisServer[], resourceServer: RedisServer) {
+    this.nodes = nodes;
+    this.resourceServer = resourceServer;
+    this.resource = new Redis(resourceServer.port, '127.0.0.1');
+    this.fencedKey = `${this.prefix}resource`;
+    this.counterKey = `${this.prefix}counter`;
+  }
+
+  static async start(options: RigOptions = {}): Promise<FaultRig> {
+    const count = options.nodes ?? 1;
+    const servers = await Promise.all([
+      ...Array.from({ length: count }, () => RedisServer.start({ persistence: options.persistence ?? false })),
+      RedisServer.start(),
+    ]);
+    const resourceServer = servers.pop()!;
+    return new FaultRig(servers, resourceServer);
+  }
+
+  /** Starts a worker with its own proxy to each node. */
+  async spawnWorker(id: string, options: WorkerOptions): Promise<Worker> {
+    const proxies = await Promise.all(this.nodes.map((node) => FaultProxy.start(node.port)));
+    this.#proxies.push(...proxies);
+    const config = {
+      id,
+      urls: proxies.map((p) => p.url),
+      resourceUrl: this.resourceServer.url,
+      prefix: this.prefix,
+      key: this.key,
+      resource: this.fencedKey,
+      counter: this.counterKey,
+      ...options,
+    };
+    const child = spawn(process.execPath, [WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const worker = new Worker(id, child, proxies, this.history);
+    this.workers.push(worker);
+    await this.history.waitFor((e) => e.p === id && (e.ev === 'started' || e.ev === 'exit'), 15_000, `${id} to start`);
+    return worker;
+  }
+
+  /** Kills a lock node and starts it again on its port: with its data only if the rig persists. */
+  async restartNode(index: number): Promise<void> {
+    const node = this.nodes[index]!;
+    this.history.note('fault', { kind: 'restart-node', node: index });
+    await node.restart();
+    this.history.note('heal', { kind: 'restart-node', node: index });
+  }
+
+  /** The fenced resource's value and fence as Redis holds them (`fencedWrite` stores a hash). */
+  async fencedState(): Promise<{ value: string | null; fence: number | null }> {
+    const hash = await this.resource.hgetall(this.fencedKey);
+    return { value: hash.value ?? null, fence: hash.fence === undefined ? null : Number(hash.fence) };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.stop()));
+    await Promise.all(this.#proxies.map((p) => p.stop()));
+    this.resource.disconnect();
+    await Promise.all([...this.nodes, this.resourceServer].map((s) => s.stop()));
+  }
+}

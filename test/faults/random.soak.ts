@@ -1,0 +1,208 @@
+/**
+ * The long soak of the fault suite (`npm run test:faults`, not part of `npm test`): a randomized
+ * schedule of faults for FAULTS_SECONDS (default 60), from a seed printed at the start;
+ * FAULTS_SEED=<seed> replays the same schedule (the same faults in the same order with the same
+ * parameters; the machine's timing still varies).
+ *
+ * The run is cut into segments of about 15 s. Each segment runs one mode with three looping
+ * workers (through their own fault proxies), injects one fault at a time, then kills the workers
+ * and runs the checkers over the segment's history. Modes:
+ *   single       one Redis without persistence: its restarts lose locks (overlaps expected)
+ *   single-aof   one Redis with appendfsync always: restarts keep every lock (no overlap allowed)
+ *   redlock      three masters without persistence; a restarted node rejoins at once, which Redlock
+ *                does not allow for (overlaps possible after a restart, none otherwise)
+ * Workers use ioredis `commandTimeout` (500 ms): without it an acquire on a single Redis hangs
+ * through a partition (see faults.test.ts), and the soak would only measure that.
+ *
+ * At the end it prints acquisitions, faults by kind, overlaps per mode (those after a restart that
+ * lost data, and any other), stale writes accepted, lost updates of the unfenced counter and hung
+ * acquires, and fails on any stale write accepted, any overlap without a data-losing restart
+ * before it, any fence out of order where no data was lost, or any hung acquire.
+ */
+import { randomInt } from 'node:crypto';
+import { expect, it } from 'vitest';
+import { acquireScript, releaseScript } from '../../src/lua/scripts.generated.js';
+import { SETTLE_SLACK, summarize } from './check.js';
+import { FaultRig, type Worker, type WorkerOptions } from './harness.js';
+
+const SECONDS = Number(process.env.FAULTS_SECONDS ?? 60);
+const SEED = Number(process.env.FAULTS_SEED ?? randomInt(1, 2 ** 31));
+const SEGMENT_MS = 15_000;
+
+/** mulberry32: a small seeded generator, so that a seed replays the schedule. */
+function generator(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Mode = 'single' | 'single-aof' | 'redlock';
+const MODES: readonly Mode[] = ['single', 'single-aof', 'redlock'];
+
+interface ModeTotals {
+  segments: number;
+  seconds: number;
+  acquisitions: number;
+  failedAcquires: number;
+  faults: Record<string, number>;
+  overlapsAfterDataLoss: number;
+  overlapsOther: number;
+  fenceOrder: number;
+  writesAccepted: number;
+  staleRefused: number;
+  staleAccepted: number;
+  lostUpdates: number;
+  unsettled: number;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
+  console.log(`fault soak: FAULTS_SECONDS=${SECONDS} FAULTS_SEED=${SEED}`);
+  const random = generator(SEED);
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
+  const between = (lo: number, hi: number): number => Math.round(lo + random() * (hi - lo));
+  const totals = new Map<Mode, ModeTotals>();
+  const deadline = performance.now() + SECONDS * 1000;
+  let segment = 0;
+
+  while (performance.now() < deadline) {
+    const mode = MODES[segment % MODES.length]!;
+    segment++;
+    const length = Math.min(SEGMENT_MS, Math.max(3_000, deadline - performance.now()));
+    const rig = await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof' });
+    const started = performance.now();
+    try {
+      const ttl = between(300, 900);
+      // Holds up to half the TTL: long enough for a restart to land while a lease is held.
+      const options: WorkerOptions = { ttl, wait: 2_000, hold: between(5, Math.round(ttl / 2)), idle: between(0, 20), commandTimeout: 500 };
+      let next = 0;
+      const live: Worker[] = [];
+      const spawn = async (): Promise<void> => {
+        live.push(await rig.spawnWorker(`w${next++}`, options));
+      };
+      for (let i = 0; i < 3; i++) await spawn();
+      const segmentEnd = started + length;
+
+      while (performance.now() < segmentEnd - 500) {
+        await sleep(between(100, 600));
+        const worker = pick(live);
+        const kinds = ['kill-worker', 'pause-worker', 'partition', 'latency', 'hold-replies', 'reset', 'reset-mid-command', 'restart-node', 'pause-node'] as const;
+        const kind = pick(kinds);
+        const duration = between(Math.round(ttl * 0.2), Math.round(ttl * 2));
+        const nodes = rig.nodes.length === 1 ? [0] : pick([[0], [1], [2], [0, 1], [1, 2], [0, 2]]);
+        switch (kind) {
+          case 'kill-worker':
+            await worker.kill();
+            live.splice(live.indexOf(worker), 1);
+            await spawn();
+            break;
+          case 'pause-worker':
+            worker.pause();
+            await sleep(duration);
+            worker.resume();
+            break;
+          case 'partition':
+            rig.history.note('fault', { kind: nodes.length * 2 > rig.nodes.length ? 'partition' : 'partition-minority', of: worker.id, nodes });
+            for (const n of nodes) worker.proxies[n]!.blackHole();
+            await sleep(duration);
+            for (const n of nodes) worker.proxies[n]!.heal({ reset: random() < 0.5 });
+            rig.history.note('heal', { kind: 'partition', of: worker.id });
+            break;
+          case 'latency': {
+            const ms = between(5, Math.round(ttl / 3));
+            rig.history.note('fault', { kind: 'latency', of: worker.id, nodes, ms });
+            for (const n of nodes) worker.proxies[n]!.latency(ms);
+            await sleep(duration);
+            for (const n of nodes) worker.proxies[n]!.latency(0);
+            break;
+          }
+          case 'hold-replies':
+            rig.history.note('fault', { kind: 'hold-replies', of: worker.id, nodes });
+            for (const n of nodes) worker.proxies[n]!.holdReplies();
+            await sleep(between(10, ttl));
+            for (const n of nodes) worker.proxies[n]!.deliverReplies();
+            break;
+          case 'reset':
+            rig.history.note('fault', { kind: 'reset', of: worker.id, nodes });
+            for (const n of nodes) worker.proxies[n]!.resetAll();
+            break;
+          case 'reset-mid-command': {
+            const forward = random() < 0.5;
+            const sha = random() < 0.5 ? acquireScript.sha : releaseScript.sha;
+            const proxy = worker.proxies[nodes[0]!]!;
+            const hit = await Promise.race([proxy.resetOn(sha, { forward }), sleep(duration).then(() => false)]);
+            proxy.clear();
+            if (hit) rig.history.note('fault', { kind: `reset-${sha === acquireScript.sha ? 'acquire' : 'release'}-${forward ? 'after' : 'before'}-send`, of: worker.id });
+            break;
+          }
+          case 'restart-node':
+            await rig.restartNode(nodes[0]!);
+            break;
+          case 'pause-node': {
+            const n = nodes[0]!;
+            rig.history.note('fault', { kind: 'pause-node', node: n });
+            rig.nodes[n]!.pause();
+            await sleep(duration);
+            rig.nodes[n]!.resume();
+            rig.history.note('heal', { kind: 'pause-node', node: n });
+            break;
+          }
+        }
+      }
+      for (const worker of live) await worker.kill({ fault: false });
+      const s = summarize(rig);
+      const h = rig.history.events;
+      const dataLoss = h.filter((e) => e.p === 'harness' && e.ev === 'fault' && e.kind === 'restart-node' && mode !== 'single-aof').map((e) => e.t);
+      const explained = (first: bigint, second: bigint): boolean => dataLoss.some((t) => t > first && t < second);
+      const t = totals.get(mode) ?? {
+        segments: 0, seconds: 0, acquisitions: 0, failedAcquires: 0, faults: {}, overlapsAfterDataLoss: 0, overlapsOther: 0,
+        fenceOrder: 0, writesAccepted: 0, staleRefused: 0, staleAccepted: 0, lostUpdates: 0, unsettled: 0,
+      };
+      t.segments++;
+      t.seconds += (performance.now() - started) / 1000;
+      t.acquisitions += s.acquisitions;
+      t.failedAcquires += h.filter((e) => e.ev === 'failed').length;
+      for (const [kind, count] of Object.entries(s.faults)) if (count > 0) t.faults[kind] = (t.faults[kind] ?? 0) + count;
+      for (const o of s.overlaps) {
+        if (explained(o.first.granted, o.second.granted)) t.overlapsAfterDataLoss++;
+        else t.overlapsOther++;
+      }
+      if (dataLoss.length === 0) t.fenceOrder += s.fenceOrder;
+      t.writesAccepted += s.writes.accepted;
+      t.staleRefused += s.writes.refused;
+      t.staleAccepted += s.writes.staleAccepted.length;
+      t.lostUpdates += s.lostUpdates;
+      t.unsettled += s.unsettled.length;
+      totals.set(mode, t);
+      if (s.writes.staleAccepted.length > 0 || s.overlaps.some((o) => !explained(o.first.granted, o.second.granted)) || s.unsettled.length > 0) {
+        const path = `/tmp/latchkey-soak-${SEED}-segment-${segment}.jsonl`;
+        rig.history.dump(path);
+        console.log(`segment ${segment} (${mode}): a violation; history kept in ${path}`);
+      }
+    } finally {
+      await rig.close();
+    }
+  }
+
+  const table = [...totals.entries()].map(([mode, t]) => ({ mode, ...t, seconds: Math.round(t.seconds), faults: JSON.stringify(t.faults) }));
+  console.log(`fault soak finished: seed ${SEED}, ${SECONDS} s, ${segment} segments`);
+  for (const row of table) console.log(JSON.stringify(row));
+  const all = [...totals.values()];
+  const sum = (f: (t: ModeTotals) => number): number => all.reduce((x, t) => x + f(t), 0);
+  console.log(
+    `totals: acquisitions ${sum((t) => t.acquisitions)}, faults ${sum((t) => Object.values(t.faults).reduce((x, y) => x + y, 0))}, ` +
+      `overlaps after data loss ${sum((t) => t.overlapsAfterDataLoss)}, other overlaps ${sum((t) => t.overlapsOther)}, ` +
+      `stale writes refused ${sum((t) => t.staleRefused)}, stale writes accepted ${sum((t) => t.staleAccepted)}, ` +
+      `lost updates (unfenced) ${sum((t) => t.lostUpdates)}, hung acquires ${sum((t) => t.unsettled)} (slack ${SETTLE_SLACK} ms)`,
+  );
+  expect(sum((t) => t.staleAccepted)).toBe(0);
+  expect(sum((t) => t.overlapsOther)).toBe(0);
+  expect(sum((t) => t.fenceOrder)).toBe(0);
+  expect(sum((t) => t.unsettled)).toBe(0);
+});
