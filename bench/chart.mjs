@@ -24,7 +24,10 @@ const width = LABEL + BAR + GAP + LABEL / 4 + BAR + 40;
 
 /** One panel: a bar per row, scaled linearly or on a log scale, with the value at the bar's end. */
 function panel(x, title, value, format, log) {
-  const values = rows.map(value);
+  const values = rows.map((r) => {
+    const v = value(r);
+    return typeof v === 'number' ? v : NaN; // a figure the run could not measure
+  });
   const max = Math.max(...values.filter(Number.isFinite));
   const min = Math.max(0.1, Math.min(...values.filter((v) => v > 0)));
   const scale = (v) => (log ? (Math.log10(Math.max(v, min)) - Math.log10(min) + 0.15) / (Math.log10(max) - Math.log10(min) + 0.15) : v / max);
@@ -33,7 +36,8 @@ function panel(x, title, value, format, log) {
     const w = Number.isFinite(v) ? Math.max(1, scale(v) * BAR) : 0;
     const y = top + i * ROW;
     const fill = r.ours ? '#1f6feb' : '#8c959f';
-    return `<rect x="${x}" y="${y}" width="${w.toFixed(1)}" height="${ROW - 6}" fill="${fill}"/><text x="${(x + w + 4).toFixed(1)}" y="${y + ROW - 10}" font-size="11">${escape(format(v))}</text>`;
+    const text = Number.isFinite(v) ? format(v) : 'n/a';
+    return `<rect x="${x}" y="${y}" width="${w.toFixed(1)}" height="${ROW - 6}" fill="${fill}"/><text x="${(x + w + 4).toFixed(1)}" y="${y + ROW - 10}" font-size="11">${escape(text)}</text>`;
   });
   return `<text x="${x}" y="${top - 14}" font-size="13" font-weight="bold">${escape(title)}</text>${bars.join('')}`;
 }
