@@ -897,11 +897,27 @@ class LockManager implements Locks {
     head.attempts++;
     head.inFlight = true;
     try {
-      const reply = await this.#attempt(head.keys, head.token, head.ttl, inboxWasListening ? head.member : undefined);
+      const reply = await this.#boundedFor(head, this.#attempt(head.keys, head.token, head.ttl, inboxWasListening ? head.member : undefined));
       return { reply, sentAt, inboxWasListening };
     } finally {
       head.inFlight = false;
     }
+  }
+
+  /** An attempt of `waiter`, ended by its deadline or its stop even if Redis never answers (see {@link bounded}). */
+  #boundedFor(waiter: Waiter, call: Promise<AcquireReply>): Promise<AcquireReply> {
+    return bounded(
+      call,
+      waiter.deadline,
+      () => new LockTimeoutError(waiter.keys.name, now() - waiter.started, waiter.attempts),
+      () => void this.#backend.release(waiter.keys, waiter.token).catch(() => {}),
+      (cancel) => {
+        waiter.wake = () => {
+          if (waiter.stop) cancel(waiter.stop.reason);
+        };
+        return () => (waiter.wake = undefined);
+      },
+    );
   }
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined, trace: AcquireTrace | undefined): Promise<Lease | null> {
@@ -1128,7 +1144,12 @@ class LockManager implements Locks {
     // When the inbox already listens for this semaphore (another wait of this manager opened it),
     // the first attempt queues at once: a wake-up can reach it, and waiting costs no extra attempt.
     const queueFirst = !once && strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
-    const first = await this.#attempt(keys, token, ttl, queueFirst ? member : undefined);
+    const first = await bounded(
+      this.#attempt(keys, token, ttl, queueFirst ? member : undefined),
+      once ? Infinity : started + wait,
+      () => new LockTimeoutError(name, now() - started, 1),
+      () => void this.#backend.release(keys, token).catch(() => {}),
+    );
     if (signal?.aborted) {
       // Aborted while the attempt was in flight: what it won is given back, its queue entry removed.
       if (first.acquired) this.#backend.release(keys, token).catch(() => {});
@@ -1203,7 +1224,7 @@ class LockManager implements Locks {
           waiter.attempts++;
           waiter.inFlight = true;
           try {
-            reply = await this.#attempt(keys, token, ttl, listening ? member : undefined);
+            reply = await this.#boundedFor(waiter, this.#attempt(keys, token, ttl, listening ? member : undefined));
           } finally {
             waiter.inFlight = false;
           }
@@ -1417,6 +1438,47 @@ interface Attempt {
   readonly reply: AcquireReply;
   readonly sentAt: number;
   readonly inboxWasListening: boolean;
+}
+
+/**
+ * Ends an acquire attempt in flight at `deadline` (rejecting with `timeout()`), or when `watch`
+ * cancels it, even if Redis never answers: over a partition or to a frozen server the command
+ * stays queued in the client, and without this the wait would outlast its `wait`. A reply that
+ * comes after the end and won the lock is given back (`giveBack`). An infinite or
+ * timer-overflowing deadline only ends by `watch`.
+ */
+function bounded(
+  call: Promise<AcquireReply>,
+  deadline: number,
+  timeout: () => Error,
+  giveBack: () => void,
+  watch?: (cancel: (reason: unknown) => void) => () => void,
+): Promise<AcquireReply> {
+  const left = deadline - now();
+  if (!watch && !(left < 2 ** 31)) return call;
+  return new Promise<AcquireReply>((resolve, reject) => {
+    let done = false;
+    const end = (settle: () => void): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      unwatch?.();
+      settle();
+    };
+    const timer = left < 2 ** 31 ? setTimeout(() => end(() => reject(timeout())), Math.max(0, left)) : undefined;
+    // (watch registers a canceller; it never calls it synchronously, so `unwatch` is set before any end.)
+    const unwatch = watch?.((reason) => end(() => reject(reason)));
+    call.then(
+      (reply) => {
+        if (done) {
+          if (reply.acquired) giveBack();
+          return;
+        }
+        end(() => resolve(reply));
+      },
+      (error: unknown) => end(() => reject(error)),
+    );
+  });
 }
 
 /** Takes the fence of a grant the inbox announced, if any. */
