@@ -747,6 +747,7 @@ class LockManager implements Locks {
     for (const waiter of this.#permitWaiters) {
       waiter.stop ??= { reason: new LockAbortedError(waiter.keys.name, 'the manager was closed') };
       waiter.wake?.();
+      waiter.cancel?.(waiter.stop.reason);
     }
     await Promise.all([...this.#held].map((lease) => lease.release().catch(() => {})));
     const inbox = await this.#inbox?.catch(() => undefined);
@@ -812,6 +813,7 @@ class LockManager implements Locks {
       inboxJoined: false,
       jitter: false,
       wake: undefined,
+      cancel: undefined,
       timer: undefined,
       resolve: (lease) => {
         signal?.removeEventListener('abort', onAbort);
@@ -897,28 +899,13 @@ class LockManager implements Locks {
     head.attempts++;
     head.inFlight = true;
     try {
-      const reply = await this.#boundedFor(head, this.#attempt(head.keys, head.token, head.ttl, inboxWasListening ? head.member : undefined));
+      const reply = await this.#attempt(head.keys, head.token, head.ttl, inboxWasListening ? head.member : undefined, head);
       return { reply, sentAt, inboxWasListening };
     } finally {
       head.inFlight = false;
     }
   }
 
-  /** An attempt of `waiter`, ended by its deadline or its stop even if Redis never answers (see {@link bounded}). */
-  #boundedFor(waiter: Waiter, call: Promise<AcquireReply>): Promise<AcquireReply> {
-    return bounded(
-      call,
-      waiter.deadline,
-      () => new LockTimeoutError(waiter.keys.name, now() - waiter.started, waiter.attempts),
-      () => void this.#backend.release(waiter.keys, waiter.token).catch(() => {}),
-      (cancel) => {
-        waiter.wake = () => {
-          if (waiter.stop) cancel(waiter.stop.reason);
-        };
-        return () => (waiter.wake = undefined);
-      },
-    );
-  }
 
   async #tryOnce(keys: LockKeys, ttl: number, renew: RenewOptions | undefined, trace: AcquireTrace | undefined): Promise<Lease | null> {
     const existing = this.#keys.get(keys.name);
@@ -949,14 +936,44 @@ class LockManager implements Locks {
   }
 
   /** One attempt; if the reply is lost, the lock is given back rather than left held until its TTL. */
-  async #attempt(keys: LockKeys, token: string, ttl: number, member?: string) {
+  /**
+   * One attempt; if the reply is lost, the lock is given back rather than left held until its TTL.
+   * With `limit`, the attempt also ends at the deadline (`limit.timeout()`) or when the waiter is
+   * stopped, even if Redis never answers (a partition, a frozen server: the command stays queued in
+   * the client); a reply that comes after that and won the lock is given back. One promise either
+   * way: the hot path pays for a set entry, not for a wrapper.
+   */
+  #attempt(keys: LockKeys, token: string, ttl: number, member?: string, limit?: AttemptLimit): Promise<AcquireReply> {
     const queue = member === undefined ? undefined : { member, entryTtl: this.#settings.tuning.recheck * 3 };
-    try {
-      return await this.#backend.acquire(keys, token, ttl, queue);
-    } catch (error) {
-      this.#backend.release(keys, token).catch(() => {});
-      throw error;
-    }
+    return new Promise<AcquireReply>((resolve, reject) => {
+      let done = false;
+      let entry: { readonly deadline: number; readonly expire: () => void } | undefined;
+      const end = (): boolean => {
+        if (done) return false;
+        done = true;
+        if (entry) overdue.delete(entry);
+        if (limit) limit.cancel = undefined;
+        return true;
+      };
+      this.#backend.acquire(keys, token, ttl, queue).then(
+        (reply) => {
+          if (end()) resolve(reply);
+          else if (reply.acquired) this.#backend.release(keys, token).catch(() => {}); // ended before it came
+        },
+        (error: unknown) => {
+          this.#backend.release(keys, token).catch(() => {});
+          if (end()) reject(error);
+        },
+      );
+      if (!limit || this.#backend.boundsCalls) return;
+      if (limit.deadline !== Infinity) {
+        // A grace past the deadline: an attempt that a live Redis is about to answer (wait: 0 is
+        // one attempt) finishes; only one that Redis does not answer is ended.
+        entry = { deadline: Math.max(limit.deadline, now() + ATTEMPT_GRACE), expire: () => end() && reject(new LockTimeoutError(limit.keys.name, now() - limit.started, limit.attempts)) };
+        trackDeadline(entry);
+      }
+      limit.cancel = (reason) => end() && reject(reason);
+    });
   }
 
   #state(name: string): KeyState {
@@ -1032,6 +1049,7 @@ class LockManager implements Locks {
     }
     waiter.stop = { reason };
     waiter.wake?.();
+    waiter.cancel?.(reason);
   }
 
   /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
@@ -1144,11 +1162,12 @@ class LockManager implements Locks {
     // When the inbox already listens for this semaphore (another wait of this manager opened it),
     // the first attempt queues at once: a wake-up can reach it, and waiting costs no extra attempt.
     const queueFirst = !once && strategy === 'notify' && this.#inboxReady?.listening(keys) === true;
-    const first = await bounded(
-      this.#attempt(keys, token, ttl, queueFirst ? member : undefined),
-      once ? Infinity : started + wait,
-      () => new LockTimeoutError(name, now() - started, 1),
-      () => void this.#backend.release(keys, token).catch(() => {}),
+    const first = await this.#attempt(
+      keys,
+      token,
+      ttl,
+      queueFirst ? member : undefined,
+      once ? undefined : { deadline: started + wait, keys, started, attempts: 1, cancel: undefined },
     );
     if (signal?.aborted) {
       // Aborted while the attempt was in flight: what it won is given back, its queue entry removed.
@@ -1183,6 +1202,7 @@ class LockManager implements Locks {
       inboxJoined: false,
       jitter: false,
       wake: undefined,
+      cancel: undefined,
       timer: undefined,
       resolve: () => {},
       reject: () => {},
@@ -1190,6 +1210,7 @@ class LockManager implements Locks {
     const onAbort = (): void => {
       waiter.stop ??= { reason: signal!.reason };
       waiter.wake?.();
+      waiter.cancel?.(waiter.stop.reason);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     this.#active.set(member, waiter);
@@ -1224,7 +1245,7 @@ class LockManager implements Locks {
           waiter.attempts++;
           waiter.inFlight = true;
           try {
-            reply = await this.#boundedFor(waiter, this.#attempt(keys, token, ttl, listening ? member : undefined));
+            reply = await this.#attempt(keys, token, ttl, listening ? member : undefined, waiter);
           } finally {
             waiter.inFlight = false;
           }
@@ -1441,44 +1462,37 @@ interface Attempt {
 }
 
 /**
- * Ends an acquire attempt in flight at `deadline` (rejecting with `timeout()`), or when `watch`
- * cancels it, even if Redis never answers: over a partition or to a frozen server the command
- * stays queued in the client, and without this the wait would outlast its `wait`. A reply that
- * comes after the end and won the lock is given back (`giveBack`). An infinite or
- * timer-overflowing deadline only ends by `watch`.
+ * Attempts in flight that have a deadline. One coarse sweep for all of them (every
+ * {@link SWEEP_EVERY} ms, only while there are any) ends the overdue ones: cheaper on the hot
+ * path than a timer per attempt, and only a Redis that does not answer ever leaves one overdue.
  */
-function bounded(
-  call: Promise<AcquireReply>,
-  deadline: number,
-  timeout: () => Error,
-  giveBack: () => void,
-  watch?: (cancel: (reason: unknown) => void) => () => void,
-): Promise<AcquireReply> {
-  const left = deadline - now();
-  if (!watch && !(left < 2 ** 31)) return call;
-  return new Promise<AcquireReply>((resolve, reject) => {
-    let done = false;
-    const end = (settle: () => void): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      unwatch?.();
-      settle();
-    };
-    const timer = left < 2 ** 31 ? setTimeout(() => end(() => reject(timeout())), Math.max(0, left)) : undefined;
-    // (watch registers a canceller; it never calls it synchronously, so `unwatch` is set before any end.)
-    const unwatch = watch?.((reason) => end(() => reject(reason)));
-    call.then(
-      (reply) => {
-        if (done) {
-          if (reply.acquired) giveBack();
-          return;
-        }
-        end(() => resolve(reply));
-      },
-      (error: unknown) => end(() => reject(error)),
-    );
-  });
+/** How long past its waiter's deadline an attempt in flight may still finish, ms. */
+const ATTEMPT_GRACE = 250;
+const overdue = new Set<{ readonly deadline: number; readonly expire: () => void }>();
+const SWEEP_EVERY = 25;
+let sweeper: NodeJS.Timeout | undefined;
+
+function trackDeadline(entry: { readonly deadline: number; readonly expire: () => void }): void {
+  overdue.add(entry);
+  if (sweeper) return;
+  sweeper = setInterval(() => {
+    const t = now();
+    for (const e of overdue) if (e.deadline <= t) e.expire(); // expire removes it
+    if (overdue.size === 0) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  }, SWEEP_EVERY);
+  sweeper.unref();
+}
+
+/** What ends an attempt besides its reply: the waiter's deadline, and its stop through `cancel` (see #attempt). A Waiter is one. */
+interface AttemptLimit {
+  readonly deadline: number;
+  readonly keys: LockKeys;
+  readonly started: number;
+  readonly attempts: number;
+  cancel: ((reason: unknown) => void) | undefined;
 }
 
 /** Takes the fence of a grant the inbox announced, if any. */

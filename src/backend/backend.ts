@@ -96,6 +96,11 @@ export interface Backend {
    * for a majority: its releases only wake the next waiter, which then asks the quorum.
    */
   readonly handsOff: boolean;
+  /**
+   * True when every call ends by itself in bounded time even if a server never answers (Redlock:
+   * its per-node timeout). Otherwise the manager ends an acquire attempt at its waiter's deadline.
+   */
+  readonly boundsCalls?: boolean;
   /** Whether counting semaphores work here (keys with `semaphore` set). Not over Redlock. */
   readonly semaphores: boolean;
   /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */

@@ -262,6 +262,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     // A permit counted per node cannot be decided by a majority the way one holder can (Redisson
     // has no Redlock semaphore either): refused when the semaphore is made.
     semaphores: false,
+    boundsCalls: true, // every fan-out ends at the per-node timeout: a QuorumError says which node hung
 
     async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back

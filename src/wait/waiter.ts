@@ -40,6 +40,8 @@ export interface Waiter {
   jitter: boolean;
   /** Ends the current sleep early, while it sleeps. */
   wake: (() => void) | undefined;
+  /** Ends the attempt in flight with a reason (a stop), while one is in flight. */
+  cancel: ((reason: unknown) => void) | undefined;
   timer: NodeJS.Timeout | undefined;
   resolve(lease: Lease): void;
   reject(error: unknown): void;
