@@ -37,7 +37,7 @@ import { createObserver, type AcquireTrace, type Observer } from './observe/obse
 import type { LockKind } from './observe/types.js';
 import { sleep } from './wait/sleep.js';
 import { checkStrategy, DEFAULT_TUNING, nextDelay, type WaitStrategyName, type WaitTuning } from './wait/strategy.js';
-import type { KeyState, Waiter } from './wait/waiter.js';
+import { newWaiter, type KeyState, type Waiter } from './wait/waiter.js';
 import {
   checkFence,
   checkFraction,
@@ -793,7 +793,7 @@ class LockManager implements Locks {
     const started = now();
     let settle: { resolve: (lease: Lease) => void; reject: (error: unknown) => void } | undefined;
     const onAbort = (): void => this.#stopWaiter(state, waiter, signal?.reason);
-    const waiter: Waiter = {
+    const waiter: Waiter = newWaiter({
       keys,
       member: `${this.#id}:${(this.#nextWaiter++).toString(36)}`,
       token: this.#tokens.next(),
@@ -802,19 +802,8 @@ class LockManager implements Locks {
       strategy,
       started,
       deadline: started + wait,
-      stop: undefined,
       state: 'queued',
       attempts: 0,
-      lastSent: started,
-      inFlight: false,
-      granted: undefined,
-      woken: false,
-      joined: false,
-      inboxJoined: false,
-      jitter: false,
-      wake: undefined,
-      cancel: undefined,
-      timer: undefined,
       resolve: (lease) => {
         signal?.removeEventListener('abort', onAbort);
         settle!.resolve(lease);
@@ -823,7 +812,7 @@ class LockManager implements Locks {
         signal?.removeEventListener('abort', onAbort);
         settle!.reject(error);
       },
-    };
+    });
     signal?.addEventListener('abort', onAbort, { once: true });
     state.waiters.push(waiter);
 
@@ -1182,7 +1171,7 @@ class LockManager implements Locks {
     if (trace && !first.acquired) trace.contended = true;
     if (once) return null;
 
-    const waiter: Waiter = {
+    const waiter: Waiter = newWaiter({
       keys,
       member,
       token,
@@ -1191,22 +1180,11 @@ class LockManager implements Locks {
       strategy,
       started,
       deadline: started + wait,
-      stop: undefined,
       state: 'active',
       attempts: 1,
-      lastSent: started,
-      inFlight: false,
-      granted: undefined,
-      woken: false,
-      joined: false,
-      inboxJoined: false,
-      jitter: false,
-      wake: undefined,
-      cancel: undefined,
-      timer: undefined,
       resolve: () => {},
       reject: () => {},
-    };
+    });
     const onAbort = (): void => {
       waiter.stop ??= { reason: signal!.reason };
       waiter.wake?.();

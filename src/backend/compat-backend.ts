@@ -12,7 +12,7 @@ import {
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
-import { openInbox } from './inbox.js';
+import { openInbox, trackInboxes } from './inbox.js';
 import { asSnapshot } from './redis-backend.js';
 
 /** The legacy lock formats `createLocks({ compat })` interoperates with. */
@@ -52,7 +52,7 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
   const legacyKey = (keys: LockKeys): string => prefix + keys.name;
   // The prefix is often "" in this mode: the inbox channels keep latchkey's own, not a bare "inbox:".
   const inboxes = inboxPrefix(prefix === '' ? DEFAULT_PREFIX : prefix);
-  const closers = new Set<() => Promise<void>>();
+  const inboxCloser = trackInboxes();
 
   return {
     name: `redis compat ${mode}${ready ? ` (${ready.driver})` : ''}`,
@@ -115,20 +115,10 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       );
     },
     async watchInbox(managerId, listener) {
-      const inbox = await openInbox(ready ?? (await connect()), inboxes + managerId, listener);
-      const close = (): Promise<void> => inbox.close();
-      closers.add(close);
-      return {
-        ...inbox,
-        close: async () => {
-          closers.delete(close);
-          await close();
-        },
-      };
+      return inboxCloser.track(await openInbox(ready ?? (await connect()), inboxes + managerId, listener));
     },
     async close() {
-      await Promise.all([...closers].map((close) => close().catch(() => {})));
-      closers.clear();
+      await inboxCloser.closeAll();
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },

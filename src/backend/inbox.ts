@@ -105,3 +105,28 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
     close: () => connection.close(),
   };
 }
+
+/**
+ * The inboxes a backend opened, so that its close() closes those still open. `track` returns the
+ * inbox with a close that also forgets it.
+ */
+export function trackInboxes(): { track(inbox: Inbox): Inbox; closeAll(): Promise<void> } {
+  const open = new Set<() => Promise<void>>();
+  return {
+    track(inbox) {
+      const close = (): Promise<void> => inbox.close();
+      open.add(close);
+      return {
+        ...inbox,
+        close: async () => {
+          open.delete(close);
+          await close();
+        },
+      };
+    },
+    async closeAll() {
+      await Promise.all([...open].map((close) => close().catch(() => {})));
+      open.clear();
+    },
+  };
+}

@@ -19,7 +19,7 @@ import {
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
-import { lockInboxPrefix, openInbox, openLockInbox } from './inbox.js';
+import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
 
 const RETENTION = String(FENCE_RETENTION);
 
@@ -84,7 +84,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     }
   };
   const inboxes = inboxPrefix(prefix);
-  const closers = new Set<() => Promise<void>>();
+  const inboxCloser = trackInboxes();
+  /** Where a release (or a semaphore script) tells a waiter: the inbox prefix, and "1" to SPUBLISH (Cluster). */
+  const publishArgs = (client: ScriptClient, keys: LockKeys): [string, string] =>
+    client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxes, '0'];
 
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
@@ -138,20 +141,12 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         const released = await runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]);
         return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
       }
+      const [inboxAt, sharded] = publishArgs(client, keys);
       const reply = await runScript(
         client,
         releaseScript,
         [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
-        [
-          token,
-          client.cluster ? lockInboxPrefix(keys) : inboxes,
-          String(handOff?.ttl ?? 0),
-          handOff?.token ?? '',
-          handOff?.passOn ? '1' : '0',
-          RETENTION,
-          wake ? '1' : '0',
-          client.cluster ? '1' : '0',
-        ],
+        [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, wake ? '1' : '0', sharded],
       );
       const [status, fence] = asPair(reply, releaseScript);
       return status === 2 ? { handedOff: fence } : ownership(status, 'release');
@@ -199,34 +194,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async watchInbox(managerId, listener) {
       const client = ready ?? (await connect());
-      const inbox = client.cluster ? await openLockInbox(client, managerId, listener) : await openInbox(client, inboxes + managerId, listener);
-      const close = (): Promise<void> => inbox.close();
-      closers.add(close);
-      return {
-        ...inbox,
-        close: async () => {
-          closers.delete(close);
-          await close();
-        },
-      };
+      return inboxCloser.track(client.cluster ? await openLockInbox(client, managerId, listener) : await openInbox(client, inboxes + managerId, listener));
     },
     async close() {
-      await Promise.all([...closers].map((close) => close().catch(() => {})));
-      closers.clear();
+      await inboxCloser.closeAll();
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },
   };
-}
-
-/** Where a semaphore script tells a waiter: the inbox prefix and whether to SPUBLISH (Cluster). */
-function publishArgs(client: ScriptClient, keys: LockKeys): [string, string] {
-  return client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxPrefix(keysPrefix(keys)), '0'];
-}
-
-/** The manager prefix a lock's keys were made with (everything before `{`). */
-function keysPrefix(keys: LockKeys): string {
-  return keys.lock.slice(0, keys.lock.indexOf('{'));
 }
 
 /** Narrows inspect.lua's reply (or compat-inspect.lua's: the same shape). */

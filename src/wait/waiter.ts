@@ -55,3 +55,23 @@ export interface KeyState {
   /** Consecutive hand-offs to waiters of this process; bounded so that other processes get a turn. */
   streak: number;
 }
+
+/** A new waiter: what the caller decides, and the rest in its starting state. */
+export function newWaiter(
+  given: Pick<Waiter, 'keys' | 'member' | 'token' | 'ttl' | 'renew' | 'strategy' | 'started' | 'deadline' | 'state' | 'attempts' | 'resolve' | 'reject'>,
+): Waiter {
+  return {
+    ...given,
+    stop: undefined,
+    lastSent: given.started,
+    inFlight: false,
+    granted: undefined,
+    woken: false,
+    joined: false,
+    inboxJoined: false,
+    jitter: false,
+    wake: undefined,
+    cancel: undefined,
+    timer: undefined,
+  };
+}
