@@ -1,3 +1,4 @@
+import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
 import { quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
@@ -10,6 +11,8 @@ export interface IoredisLike {
   quit(): Promise<unknown>;
   disconnect(): void;
   status?: string;
+  /** The connection's socket (a `Redis` client's; a `Cluster` has none). */
+  stream?: Partial<CorkableStream>;
   on(event: string, listener: (...args: never[]) => void): unknown;
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;
@@ -35,11 +38,24 @@ export function isIoredis(client: unknown): client is IoredisLike {
 
 export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClient {
   const cluster = client.isCluster === true;
+  // A Cluster routes each command to a node's own connection: its writes are not coalesced.
+  const coalesce = cluster
+    ? () => {}
+    : coalesceWrites(() => {
+        const s = client.stream;
+        return client.status === 'ready' && typeof s?.cork === 'function' && typeof s.uncork === 'function' ? (s as CorkableStream) : undefined;
+      });
   return {
     driver: 'ioredis',
     cluster,
-    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
-    eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+    evalsha: (sha, keys, args) => {
+      coalesce();
+      return client.evalsha(sha, keys.length, ...keys, ...args);
+    },
+    eval: (source, keys, args) => {
+      coalesce();
+      return client.eval(source, keys.length, ...keys, ...args);
+    },
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs for channels of other shards); the duplicate gets it.

@@ -246,6 +246,45 @@ describe('the borrowed client', () => {
     client.disconnect();
   });
 
+  it("sends the scripts of one turn of the event loop in one socket write, and leaves the client's socket uncorked", async () => {
+    const client = new Redis(redis.server.port, '127.0.0.1');
+    await client.ping();
+    const locks = createLocks({ redis: client, prefix: uniquePrefix() });
+    await (await locks.acquire('warm-up')).release(); // the scripts are cached: EVALSHA from here on
+    const socket = client.stream;
+    const writes = { calls: 0 };
+    // Counted on the socket itself: one syscall-level write per `_write`, one per batch in `_writev`.
+    const write = socket._write.bind(socket);
+    const writev = socket._writev?.bind(socket);
+    socket._write = (...args: Parameters<typeof socket._write>) => {
+      writes.calls++;
+      return write(...args);
+    };
+    if (writev) {
+      socket._writev = (...args: Parameters<NonNullable<typeof socket._writev>>) => {
+        writes.calls++;
+        return writev(...args);
+      };
+    }
+    // 32 acquires in one turn, and a command of the user's own in the same turn.
+    const acquired = Array.from({ length: 32 }, (_, i) => locks.acquire(`burst-${i}`));
+    const ping = client.ping();
+    expect(socket.writableCorked).toBe(1);
+    const leases = await Promise.all(acquired);
+    expect(await ping).toBe('PONG');
+    expect(writes.calls).toBe(1);
+    expect(socket.writableCorked).toBe(0);
+    writes.calls = 0;
+    await Promise.all(leases.map((lease) => lease.release()));
+    expect(writes.calls).toBe(1);
+    expect(socket.writableCorked).toBe(0);
+    socket._write = write;
+    if (writev) socket._writev = writev;
+    await locks.close();
+    expect(socket.writableCorked).toBe(0);
+    client.disconnect();
+  });
+
   it('waiting uses one inbox subscription per manager, and close() closes the connection it made', async () => {
     const prefix = uniquePrefix();
     const client = new Redis(redis.server.port, '127.0.0.1');
