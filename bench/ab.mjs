@@ -1,11 +1,17 @@
-// A/B of two latchkey builds on the uncontended path: 64 concurrent acquire+release loops on 64
-// keys, for BENCH_SECONDS (default 3) per pass, passes alternating between the builds (ROUNDS,
-// default 4, each), each pass in its own process, on a private redis-server. Prints each pass
-// and the medians: pairs per second and user CPU µs per pair.
-// Usage: node bench/ab.mjs <path to build A's dist/index.js> <path to build B's dist/index.js>
-//   e.g. git stash && npm run build && cp -r dist /tmp/dist-a && git stash pop && npm run build
-//        node bench/ab.mjs /tmp/dist-a/index.js dist/index.js
+// A/B (or A/B/C…) of latchkey builds on the uncontended path, optionally next to redis-semaphore:
+// 64 concurrent acquire+release loops on 64 keys, for BENCH_SECONDS (default 3) per pass, passes
+// alternating between the contenders (ROUNDS, default 4, each), each pass in its own process, on
+// one private redis-server. Prints each pass and the medians: pairs per second, and CPU per pair
+// in µs: the Node process's user and system time (process.cpuUsage) and the redis-server's
+// (/proc/<pid>/stat, 10 ms ticks). On a machine shared with other work, pairs/s moves with the
+// load; CPU per pair much less.
+// Usage: node bench/ab.mjs <contender> <contender> [...]
+//   a contender is a path to a build's dist/index.js, or `redis-semaphore` (its Mutex, same loop)
+//   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
+//        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
+//   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startRedisServer } from './lib/redis-server.mjs';
@@ -13,40 +19,88 @@ import { startRedisServer } from './lib/redis-server.mjs';
 const here = fileURLToPath(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS || 3);
 const ROUNDS = Number(process.env.ROUNDS || 4);
+const LOOPS = 64;
+
+/** A process's user and system CPU time so far, µs, from /proc (Linux). */
+function processCpu(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return { user: Number(fields[11]) * 10_000, system: Number(fields[12]) * 10_000 };
+}
+
+async function lockLoop(contender, port) {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(Number(port), '127.0.0.1');
+  await client.ping();
+  if (contender === 'redis-semaphore') {
+    const { Mutex } = await import('redis-semaphore');
+    return {
+      pair: async (key) => {
+        const mutex = new Mutex(client, key, { lockTimeout: 10_000, refreshInterval: 0 });
+        await mutex.acquire();
+        await mutex.release();
+      },
+      close: async () => client.disconnect(),
+    };
+  }
+  const { createLocks } = await import(contender);
+  const locks = createLocks({ redis: client, prefix: 'ab:' });
+  return {
+    pair: async (key) => {
+      const lease = await locks.acquire(key, { ttl: 10_000 });
+      await lease.release();
+    },
+    close: async () => {
+      await locks.close();
+      client.disconnect();
+    },
+  };
+}
 
 if (process.argv[2] === '--pass') {
-  const [, , , build, port] = process.argv;
-  const { Redis } = await import('ioredis');
-  const { createLocks } = await import(build);
-  const client = new Redis(Number(port), '127.0.0.1');
-  const locks = createLocks({ redis: client, prefix: 'ab:' });
+  const [, , , contender, port, serverPid] = process.argv;
+  const loop = await lockLoop(contender, port);
   let pairs = 0;
   const end = performance.now() + SECONDS * 1000;
   const before = process.cpuUsage();
+  const serverBefore = processCpu(serverPid);
   await Promise.all(
-    Array.from({ length: 64 }, async (_, i) => {
+    Array.from({ length: LOOPS }, async (_, i) => {
       while (performance.now() < end) {
-        const lease = await locks.acquire(`k${i}`, { ttl: 10_000 });
-        await lease.release();
+        await loop.pair(`k${i}`);
         pairs++;
       }
     }),
   );
   const used = process.cpuUsage(before);
-  console.log(JSON.stringify({ pairsPerSecond: pairs / SECONDS, userMicrosPerPair: used.user / pairs }));
-  await locks.close();
-  client.disconnect();
+  const serverAfter = processCpu(serverPid);
+  console.log(
+    JSON.stringify({
+      pairsPerSecond: pairs / SECONDS,
+      userMicrosPerPair: used.user / pairs,
+      systemMicrosPerPair: used.system / pairs,
+      serverUserMicrosPerPair: (serverAfter.user - serverBefore.user) / pairs,
+      serverSystemMicrosPerPair: (serverAfter.system - serverBefore.system) / pairs,
+    }),
+  );
+  await loop.close();
 } else {
-  const builds = process.argv.slice(2, 4).map((p) => pathToFileURL(path.resolve(p)).href);
-  if (builds.length !== 2) throw new Error('usage: node bench/ab.mjs <A dist/index.js> <B dist/index.js>');
+  const names = process.argv.slice(2);
+  if (names.length < 2) throw new Error('usage: node bench/ab.mjs <dist/index.js | redis-semaphore> <dist/index.js | redis-semaphore> [...]');
+  const contenders = names.map((p) => (p === 'redis-semaphore' ? p : pathToFileURL(path.resolve(p)).href));
   const server = await startRedisServer();
-  const results = [[], []];
+  const results = contenders.map(() => []);
+  const label = (i) => String.fromCharCode(65 + i);
+  const line = (r) =>
+    `${Math.round(r.pairsPerSecond)} pairs/s  node ${r.userMicrosPerPair.toFixed(1)} user + ${r.systemMicrosPerPair.toFixed(1)} sys, ` +
+    `redis ${r.serverUserMicrosPerPair.toFixed(1)} user + ${r.serverSystemMicrosPerPair.toFixed(1)} sys µs/pair`;
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      for (const [i, build] of builds.entries()) {
-        const out = JSON.parse(execFileSync(process.execPath, [here, '--pass', build, String(server.port)], { encoding: 'utf8' }));
+      for (const [i, contender] of contenders.entries()) {
+        const out = JSON.parse(
+          execFileSync(process.execPath, [here, '--pass', contender, String(server.port), String(server.pid)], { encoding: 'utf8' }),
+        );
         results[i].push(out);
-        console.log(`${'AB'[i]}  ${Math.round(out.pairsPerSecond)} pairs/s  ${out.userMicrosPerPair.toFixed(2)} user µs/pair`);
+        console.log(`${label(i)}  ${line(out)}`);
       }
     }
   } finally {
@@ -57,8 +111,7 @@ if (process.argv[2] === '--pass') {
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
   for (const [i, rs] of results.entries()) {
-    console.log(
-      `median ${'AB'[i]}: ${Math.round(median(rs.map((r) => r.pairsPerSecond)))} pairs/s, ${median(rs.map((r) => r.userMicrosPerPair)).toFixed(2)} user µs/pair  (${process.argv[2 + i]})`,
-    );
+    const m = Object.fromEntries(Object.keys(rs[0]).map((k) => [k, median(rs.map((r) => r[k]))]));
+    console.log(`median ${label(i)}: ${line(m)}  (${names[i]})`);
   }
 }
