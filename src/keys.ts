@@ -39,6 +39,32 @@ export function lockKeys(prefix: string, name: string): LockKeys {
   return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder`, owner: `${base}:owner` };
 }
 
+/** How many locks' keys a {@link KeysCache} keeps. */
+export const KEYS_CACHE_SIZE = 1024;
+
+/**
+ * The keys of the locks a manager used last, so that a lock taken again and again builds its six
+ * key strings once (and Redis's writes get flat strings, not concatenations to flatten each time).
+ * Bounded: past {@link KEYS_CACHE_SIZE} names the oldest is dropped.
+ */
+export class KeysCache {
+  readonly #prefix: string;
+  readonly #keys = new Map<string, LockKeys>();
+
+  constructor(prefix: string) {
+    this.#prefix = prefix;
+  }
+
+  get(name: string): LockKeys {
+    let keys = this.#keys.get(name);
+    if (keys) return keys;
+    keys = lockKeys(this.#prefix, name);
+    if (this.#keys.size >= KEYS_CACHE_SIZE) this.#keys.delete(this.#keys.keys().next().value!);
+    this.#keys.set(name, keys);
+    return keys;
+  }
+}
+
 /**
  * The keys of the counting semaphore `name`: `<prefix>{name}:sem` (holders, a sorted set of
  * tokens by expiry) and its companions, all with the hash tag `{name}`. A read-write lock uses

@@ -21,7 +21,7 @@ import {
   UnsupportedError,
 } from './errors.js';
 import { undecided, type QuorumOutcome } from './backend/quorum.js';
-import { DEFAULT_PREFIX, lockKeys, semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
+import { DEFAULT_PREFIX, KeysCache, lockKeys, semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
 import { MAX_PERMITS, SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
@@ -361,6 +361,7 @@ class LockManager implements Locks {
   readonly #permitWaiters = new Set<Waiter>();
   readonly #leaseContext: LeaseContext;
   readonly #tokens = new TokenSource();
+  readonly #lockKeys: KeysCache;
   #nextWaiter = 0;
   #inbox: Promise<Inbox> | undefined;
   /** The inbox once its connection is up: from then on no message to a lock it listens for is missed (but across a reconnect, which wakes everyone). */
@@ -374,6 +375,7 @@ class LockManager implements Locks {
   constructor(backend: Backend, settings: Settings, observer: Observer | undefined) {
     this.#backend = backend;
     this.#settings = settings;
+    this.#lockKeys = new KeysCache(settings.prefix);
     this.#observer = observer;
     this.#leaseContext = {
       backend,
@@ -555,7 +557,7 @@ class LockManager implements Locks {
         return state !== undefined && (state.holder !== undefined || state.waiters.length > 0);
       });
     if (busyHere()) return undefined;
-    const keys = names.map((name) => lockKeys(this.#settings.prefix, name));
+    const keys = names.map((name) => this.#lockKeys.get(name));
     const token = this.#tokens.next();
     const sentAt = now();
     let reply;
@@ -626,7 +628,7 @@ class LockManager implements Locks {
   async forceRelease(key: string): Promise<LockInfo | null> {
     this.#assertOpen();
     const name = checkKey(key);
-    const keys = lockKeys(this.#settings.prefix, name);
+    const keys = this.#lockKeys.get(name);
     // The lease can change hands between the look and the release: look again, a few times.
     for (let attempt = 0; attempt < 5; attempt++) {
       const snapshot = await this.#backend.inspect(keys);
@@ -783,7 +785,7 @@ class LockManager implements Locks {
       }
     }
     signal?.throwIfAborted();
-    const keys = lockKeys(this.#settings.prefix, name);
+    const keys = this.#lockKeys.get(name);
     if (once) return this.#tryOnce(keys, ttl, renew, trace);
 
     // A lease of this process on the lock: ended now if its validity already ran out, else watched,

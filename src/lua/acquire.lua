@@ -39,11 +39,13 @@
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
+local floor = tonumber(ARGV[6])
+local fenceTtl = tonumber(ttl) + tonumber(ARGV[3])
 
--- The next fence: above the last one issued, and never below the server clock in µs.
-local function issueFence(last)
+-- The next fence after `last` (the counter's value, or nil when there is none): above the last
+-- one issued, and never below the server clock in µs (with a floor: see Returns).
+local function nextFence(last)
   local previous = last and tonumber(last)
-  local floor = tonumber(ARGV[6])
   local fence
   if previous and floor then
     fence = floor
@@ -57,26 +59,58 @@ local function issueFence(last)
   if previous and previous >= fence then
     fence = previous + 1
   end
-  -- Numbers are passed to Redis with %.17g: exact for integers below 2^53.
-  redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[3]))
   return fence
 end
 
--- The common case first: the lock is free. The counter is read before the SET so that a
--- WRONGTYPE error on it leaves nothing written.
-local last = redis.call('GET', fenceKey)
-if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
+-- Writes the counter. Numbers are passed to Redis with %.17g: exact for integers below 2^53.
+local function issueFence(last)
+  local fence = nextFence(last)
+  redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
+  return fence
+end
+
+-- Takes back a lock just written and returns the counter's error (WRONGTYPE: the counter is not
+-- a string), so that nothing is left written.
+local function undo(reply)
+  redis.call('DEL', lockKey)
+  return reply
+end
+
+-- The common case first: the lock is free.
+if floor then
+  -- Redlock: the fence depends on whether a counter exists, so it is read first (a WRONGTYPE on
+  -- it then comes before anything is written).
+  local last = redis.call('GET', fenceKey)
+  if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
+    if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
+      redis.call('HDEL', aliveKey, waiter)
+    end
+    return {1, issueFence(last)}
+  end
+elseif redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
+  -- One call writes the counter and reads its previous value (SET ... GET); in the rare case that
+  -- the previous value was not below the clock (more than one fence in a µs, or a server clock
+  -- that went back), the counter is written again above it.
+  local fence = nextFence(nil)
+  local previous = redis.pcall('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
+  if type(previous) == 'table' and previous.err then return undo(previous) end
+  previous = previous and tonumber(previous)
+  if previous and previous >= fence then
+    fence = previous + 1
+    redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
+  end
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
-  return {1, issueFence(last)}
+  return {1, fence}
 end
 
 local current = redis.call('GET', lockKey) -- raises WRONGTYPE when the lock key is not a string
 if current == token then
   redis.call('PEXPIRE', lockKey, ttl)
   -- The counter may have expired or been evicted during a long hold: then issue a new fence.
-  return {1, (last and tonumber(last)) or issueFence(false)}
+  local last = redis.call('GET', fenceKey)
+  return {1, (last and tonumber(last)) or issueFence(nil)}
 end
 
 if waiter ~= '' then

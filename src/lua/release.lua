@@ -49,12 +49,14 @@ if current ~= ARGV[1] then
   if not current then return {0, 0} end
   return {-1, 0}
 end
-redis.call('DEL', KEYS[5])
+-- The holder key (KEYS[5]) describes the lease that ends here: deleted with the lock key when the
+-- lock is freed (one call), or before the lock is given to the next holder.
 
 local now
 
 -- Gives the lock to `token` for `ttl` ms with the next fence.
 local function grant(token, ttl)
+  redis.call('DEL', KEYS[5])
   now = now or redis.call('TIME')
   local last = redis.call('GET', fenceKey)
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -83,7 +85,7 @@ if ARGV[7] == '1' then
     redis.call('ZREM', queueKey, head)
     redis.call('HDEL', aliveKey, head)
   end
-  redis.call('DEL', lockKey)
+  redis.call('DEL', lockKey, KEYS[5])
   return {1, 0}
 end
 
@@ -107,7 +109,7 @@ if newToken == '' or ARGV[5] == '1' then
     end
   end
   if newToken == '' then
-    redis.call('DEL', lockKey)
+    redis.call('DEL', lockKey, KEYS[5])
     return {1, 0}
   end
 end

@@ -88,6 +88,21 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
     await expect(locks.acquire('fence-clash')).rejects.toMatchObject({ code: 'WRONG_TYPE' });
     expect(await redis.raw.exists(`${prefix}{fence-clash}`)).toBe(0);
   });
+
+  it('issues a fence above a counter that is ahead of the server clock, and keeps the counter at it', async () => {
+    const prefix = uniquePrefix();
+    const locks = await managerOn(driver, redis.server.port, { prefix });
+    const ahead = Date.now() * 1000 + 10 ** 12; // fences issued by a server whose clock ran ahead
+    await redis.raw.set(`${prefix}{ahead}:fence`, String(ahead));
+    const first = await locks.acquire('ahead');
+    expect(first.fence).toBe(ahead + 1);
+    expect(await redis.raw.get(`${prefix}{ahead}:fence`)).toBe(String(ahead + 1));
+    expect(await redis.raw.pttl(`${prefix}{ahead}:fence`)).toBeGreaterThan(0);
+    await first.release();
+    const second = await locks.acquire('ahead');
+    expect(second.fence).toBe(ahead + 2);
+    await second.release();
+  });
 });
 
 describe('fencing tokens when Redis loses data', () => {
