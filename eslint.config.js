@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'src/lua/scripts.generated.ts', 'coverage/**'] },
+  { ignores: ['dist/**', 'bench/dist-*/**', 'bench/tmp-exp/**', 'node_modules/**', 'src/lua/scripts.generated.ts', 'coverage/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
