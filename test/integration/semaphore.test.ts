@@ -146,20 +146,25 @@ describe('a semaphore shared by processes', () => {
   it('a fair lock whose holder and first waiter both died goes to the next waiter within the TTL and 3 rechecks', async () => {
     const prefix = uniquePrefix();
     const client = new Redis(server.port, '127.0.0.1');
+    // The holder has a connection of its own, cut when its process "dies": no release, no renewal.
+    const holderClient = new Redis(server.port, '127.0.0.1', { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    holderClient.on('error', () => {});
     const recheck = 200;
-    const [a, b] = [createLocks({ redis: client, prefix, recheck }), createLocks({ redis: client, prefix, recheck })];
+    const [a, b] = [createLocks({ redis: holderClient, prefix, recheck }), createLocks({ redis: client, prefix, recheck })];
     try {
-      await a.fairLock('all-dead').acquire({ ttl: 300 }); // never released: as if its process died
+      // Renewed until it dies, so that the worker queues behind it however long its process takes to start.
+      await a.fairLock('all-dead').acquire({ ttl: 300, renew: true });
       const doomed = worker([prefix, 'all-dead', '0', 'fair-wait', String(recheck)]);
       await fairQueued(prefix, 'all-dead', 1);
-      const started = performance.now();
       const next = b.fairLock('all-dead').acquire({ wait: 10_000 });
       await fairQueued(prefix, 'all-dead', 2);
       const exited = once(doomed.child, 'exit');
       doomed.child.kill('SIGKILL');
       await exited;
+      const started = performance.now();
+      holderClient.disconnect();
       const lease = await next;
-      // Nobody releases: the dead waiter's entry lapses 3 rechecks after its last check.
+      // Nobody releases: the holder's lease runs out (300 ms at most), the dead waiter's entry lapses 3 rechecks after its last check.
       expect(performance.now() - started).toBeLessThan(300 + 3 * recheck + 1000);
       await lease.release();
     } finally {
