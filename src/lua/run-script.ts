@@ -8,24 +8,27 @@ import type { LuaScript } from './lua-script.js';
  * it (NOSCRIPT: after a restart, a failover or SCRIPT FLUSH). EVAL caches it again.
  * Driver errors become {@link BackendError}s (or {@link WrongTypeError}) with the original as `cause`.
  */
-export async function runScript(
-  client: ScriptClient,
-  script: LuaScript,
-  keys: readonly string[],
-  args: readonly string[],
-): Promise<unknown> {
-  checkArity(script, keys, args);
+export function runScript(client: ScriptClient, script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  // Promise chains rather than an async function: this is every operation's hot path.
+  let sent: Promise<unknown>;
   try {
-    try {
-      return await client.evalsha(script.sha, keys, args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await client.eval(script.source, keys, args);
-    }
+    checkArity(script, keys, args);
+    sent = client.evalsha(script.sha, keys, args);
   } catch (error) {
-    if (isWrongType(error)) throw new WrongTypeError(script.name, keys[0] ?? '', error);
-    throw new BackendError(script.name, describeCause(error), { cause: error });
+    return Promise.reject(error instanceof BackendError ? error : scriptError(script, keys, error));
   }
+  return sent.then(undefined, (error: unknown) => {
+    if (!isNoScript(error)) throw scriptError(script, keys, error);
+    return client.eval(script.source, keys, args).then(undefined, (retried: unknown) => {
+      throw scriptError(script, keys, retried);
+    });
+  });
+}
+
+/** A driver error as latchkey reports it: {@link WrongTypeError} or {@link BackendError}, with the original as `cause`. */
+function scriptError(script: LuaScript, keys: readonly string[], error: unknown): Error {
+  if (isWrongType(error)) return new WrongTypeError(script.name, keys[0] ?? '', error);
+  return new BackendError(script.name, describeCause(error), { cause: error });
 }
 
 /**
@@ -56,8 +59,7 @@ export async function runScriptReplicated(
       return await run(() => client.eval(script.source, keys, args));
     }
   } catch (error) {
-    if (isWrongType(error)) throw new WrongTypeError(script.name, keys[0] ?? '', error);
-    throw new BackendError(script.name, describeCause(error), { cause: error });
+    throw scriptError(script, keys, error);
   }
 }
 
