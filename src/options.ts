@@ -7,10 +7,10 @@ import type { WaitStrategyName } from './wait/strategy.js';
 export interface BackendOptions {
   /**
    * A client you already have: an ioredis `Redis` (or an iovalkey one, its Valkey fork), a
-   * node-redis v5 client (connected), or a Valkey GLIDE `GlideClient` (standalone).
+   * node-redis v5 client (connected), or a Valkey GLIDE `GlideClient` or `GlideClusterClient`.
    * latchkey borrows it: it sends scripts through it and never modifies or closes it. For waiting
    * it makes one subscriber connection with the client's own `duplicate()` (same TLS and ACL user);
-   * for GLIDE, which has none, a `GlideClient` created from the client's configuration with
+   * for GLIDE, which has none, a client of the same class created from the client's configuration with
    * latchkey's own pub/sub callback, closed by `locks.close()`.
    */
   readonly redis?: unknown;

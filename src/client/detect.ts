@@ -1,25 +1,17 @@
-import { InvalidOptionError, UnsupportedError } from '../errors.js';
-import { glideAdapter, isGlide, isGlideCluster } from './glide-adapter.js';
+import { InvalidOptionError } from '../errors.js';
+import { glideAdapter, isGlide } from './glide-adapter.js';
 import { ioredisAdapter, isIoredis } from './ioredis-adapter.js';
 import { isNodeRedis, nodeRedisAdapter } from './node-redis-adapter.js';
 import type { ScriptClient } from './script-client.js';
 
 const EXPECTED_CLIENT =
-  'an ioredis or iovalkey client (new Redis(...)), a node-redis v5 client (createClient(...)) or a Valkey GLIDE GlideClient (GlideClient.createClient(...))';
+  'an ioredis or iovalkey client (new Redis(...)), a node-redis v5 client (createClient(...)) or a Valkey GLIDE GlideClient or GlideClusterClient (await GlideClient.createClient(...))';
 
 /** Wraps a client the user already has; it is borrowed and never modified or closed. */
 export function adaptClient(client: unknown, option = 'redis'): ScriptClient {
   if (isIoredis(client)) return ioredisAdapter(client, false);
   if (isNodeRedis(client)) return nodeRedisAdapter(client, false);
-  if (isGlide(client)) {
-    if (isGlideCluster(client)) {
-      throw new UnsupportedError(
-        'A Valkey GLIDE GlideClusterClient',
-        'for Redis Cluster, pass an ioredis Cluster or a node-redis createCluster client; with GLIDE, latchkey supports a standalone GlideClient and has not been tested on its cluster client',
-      );
-    }
-    return glideAdapter(client);
-  }
+  if (isGlide(client)) return glideAdapter(client);
   throw new InvalidOptionError(option, EXPECTED_CLIENT, client);
 }
 

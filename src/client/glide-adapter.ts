@@ -2,29 +2,40 @@ import { UnsupportedError } from '../errors.js';
 import { QUIT_TIMEOUT, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /**
- * The parts of a Valkey GLIDE client (`GlideClient` of `@valkey/valkey-glide` 2.x) latchkey uses.
- * GLIDE has no EVALSHA/EVAL methods of its own (its `invokeScript` hides the cache behind a
- * `Script` object that must be released): latchkey sends them with `customCommand`.
+ * The parts of a Valkey GLIDE client (`GlideClient` or `GlideClusterClient` of
+ * `@valkey/valkey-glide` 2.x) latchkey uses. GLIDE has no EVALSHA/EVAL methods of its own (its
+ * `invokeScript` hides the cache behind a `Script` object that must be released): latchkey sends
+ * them with `customCommand`, which a cluster client routes by the first key.
  */
 export interface GlideLike {
   customCommand(args: string[]): Promise<unknown>;
   invokeScript(...args: never[]): unknown;
   close(errorMessage?: string): void;
-  /** Only on a `GlideClusterClient`. */
+  /** Only on a `GlideClusterClient`: sharded pub/sub. */
   ssubscribe?: unknown;
+  /** On a `GlideClusterClient`: SCAN over every slot, with a `ClusterScanCursor`. */
+  scan?: unknown;
 }
 
-/** What latchkey's subscriber connection needs of a `GlideClient` it creates. */
+/** What latchkey's subscriber connection needs of a GLIDE client it creates. */
 interface GlideSubscriber {
   subscribe(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   unsubscribe(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   close(): void;
 }
 
-/** `GlideClient` itself (the user's client's constructor): its static factory. */
+/** `GlideClient` or `GlideClusterClient` itself (the user's client's constructor): its static factory. */
 interface GlideClass {
   createClient(config: object): Promise<GlideSubscriber>;
 }
+
+/** GLIDE's cluster scan cursor (a native class of `@valkey/valkey-glide`). */
+interface ClusterScanCursor {
+  isFinished(): boolean;
+}
+type ClusterScan = (cursor: ClusterScanCursor, options: { match: string; count: number }) => Promise<[ClusterScanCursor, unknown[]]>;
 
 interface PubSubMsg {
   message: unknown;
@@ -69,22 +80,42 @@ function noScriptAsRedisSaysIt(error: unknown): never {
 }
 
 /**
- * Wraps a user's standalone `GlideClient`. It is borrowed: latchkey never closes it, never
- * subscribes on it (GLIDE delivers messages to the callback fixed in the client's configuration,
- * which is the user's), and opens its own subscriber connection for notified waiting.
+ * Wraps a user's `GlideClient` or `GlideClusterClient`. It is borrowed: latchkey never closes it,
+ * never subscribes on it (GLIDE delivers messages to the callback fixed in the client's
+ * configuration, which is the user's), and opens its own subscriber connection for notified waiting.
  */
 export function glideAdapter(client: GlideLike): ScriptClient {
+  const cluster = isGlideCluster(client);
   const command = async (args: string[]): Promise<unknown> => decoded(await client.customCommand(args));
   return {
     driver: 'valkey-glide',
-    cluster: false,
+    cluster,
     evalsha: (sha, keys, args) => command(['EVALSHA', sha, String(keys.length), ...keys, ...args]).catch(noScriptAsRedisSaysIt),
     eval: (source, keys, args) => command(['EVAL', source, String(keys.length), ...keys, ...args]),
     waitReplicas: async (replicas, timeout) => Number(await command(['WAIT', String(replicas), String(timeout)])),
-    scan: (match) => scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000'])),
-    createSubscriber: () => glideSubscriber(client),
+    scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
+    createSubscriber: () => glideSubscriber(client, cluster),
     close: async () => {}, // never the user's client
   };
+}
+
+/**
+ * SCAN on every master of a cluster: GLIDE's cluster scan, which follows slots rather than nodes
+ * (so a slot migration mid-scan loses nothing). Its cursor class comes from the GLIDE package the
+ * user's client comes from, loaded on first use (latchkey does not depend on GLIDE).
+ */
+async function clusterScan(client: GlideLike, match: string): Promise<string[]> {
+  const specifier = '@valkey/valkey-glide';
+  const glide = (await import(specifier)) as { ClusterScanCursor: new () => ClusterScanCursor };
+  const scan = (client.scan as ClusterScan).bind(client);
+  const keys = new Set<string>(); // the same key may come twice
+  let cursor = new glide.ClusterScanCursor();
+  while (!cursor.isFinished()) {
+    const [next, page] = await scan(cursor, { match, count: 1000 });
+    for (const key of page) keys.add(String(decoded(key)));
+    cursor = next;
+  }
+  return [...keys];
 }
 
 /**
@@ -108,7 +139,7 @@ function subscriberConfig(client: GlideLike, callback: (msg: PubSubMsg) => void)
   return settings;
 }
 
-async function glideSubscriber(client: GlideLike): Promise<SubscriberConnection> {
+async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<SubscriberConnection> {
   const messageListeners: Array<(channel: string, message: string) => void> = [];
   const callback = (msg: PubSubMsg): void => {
     const channel = String(decoded(msg.channel));
@@ -120,10 +151,13 @@ async function glideSubscriber(client: GlideLike): Promise<SubscriberConnection>
     throw new UnsupportedError('Notified waiting through this GLIDE client', 'its class has no createClient(); use strategy: \'backoff\'');
   }
   const sub = await Client.createClient(subscriberConfig(client, callback));
+  // Dynamic subscriptions (GLIDE 2.x): the subscriber starts with none and joins as it goes; on a
+  // cluster, sharded channels (SSUBSCRIBE), which GLIDE sends to the shard of each channel's slot.
+  const join = cluster ? sub.ssubscribe!.bind(sub) : sub.subscribe.bind(sub);
+  const leave = cluster ? sub.sunsubscribe!.bind(sub) : sub.unsubscribe.bind(sub);
   return {
-    // Dynamic subscriptions (GLIDE 2.x): the subscriber starts with none and joins as it goes.
-    subscribe: (channel) => sub.subscribe([channel], SUBSCRIBE_TIMEOUT),
-    unsubscribe: (channel) => sub.unsubscribe([channel], SUBSCRIBE_TIMEOUT),
+    subscribe: (channel) => join([channel], SUBSCRIBE_TIMEOUT),
+    unsubscribe: (channel) => leave([channel], SUBSCRIBE_TIMEOUT),
     onMessage: (listener) => {
       messageListeners.push(listener);
     },
@@ -133,7 +167,7 @@ async function glideSubscriber(client: GlideLike): Promise<SubscriberConnection>
     close: async () => {
       // Emptied first: GLIDE's subscription synchronizer otherwise keeps trying to restore the
       // channels of a closed client (logging an error each time) until the process exits.
-      await sub.unsubscribe(null, QUIT_TIMEOUT).catch(() => {});
+      await leave(null, QUIT_TIMEOUT).catch(() => {});
       sub.close();
     },
   };

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { Valkey } from 'iovalkey';
-import { GlideClient, Logger as GlideLogger } from '@valkey/valkey-glide';
+import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll } from 'vitest';
 import { createClient, createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
@@ -279,6 +279,22 @@ export async function nodeRedisClusterHarness(cluster: RedisCluster): Promise<Ba
     rawClusterClient(cluster),
     (index) => pool[index % pool.length],
     () => Promise.all(pool.map((c) => c.close())),
+  );
+}
+
+/** Redis Cluster through Valkey GLIDE `GlideClusterClient`: a small pool connected up front, shared by the managers. */
+export async function glideClusterHarness(cluster: RedisCluster): Promise<BackendHarness> {
+  GlideLogger.setLoggerConfig('error');
+  const pool = await Promise.all(
+    Array.from({ length: 3 }, () => GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 })),
+  );
+  return redisHarness(
+    'redis cluster via valkey-glide',
+    rawClusterClient(cluster),
+    (index) => pool[index % pool.length],
+    async () => {
+      for (const client of pool) client.close();
+    },
   );
 }
 

@@ -1,12 +1,12 @@
 /**
  * Valkey GLIDE beyond the contract suite (test/contract/valkey-glide.test.ts): the subscriber
  * connection latchkey creates for it and closes, clients configured unlike the default (bytes
- * decoder, RESP2, their own pub/sub callback), the script cache fallback, and the cluster client
- * latchkey refuses. On a real redis-server.
+ * decoder, RESP2, their own pub/sub callback) and the script cache fallback. On a real
+ * redis-server. GlideClusterClient runs the contract suite in test/contract/cluster.test.ts.
  */
-import { Decoder, GlideClient, GlideClientConfiguration, GlideClusterClient, Logger as GlideLogger, ProtocolVersion } from '@valkey/valkey-glide';
+import { Decoder, GlideClient, GlideClientConfiguration, Logger as GlideLogger, ProtocolVersion } from '@valkey/valkey-glide';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocks, UnsupportedError, type Locks } from '../../src/index.js';
+import { createLocks, type Locks } from '../../src/index.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
 
 const redis = useRedisServer();
@@ -106,11 +106,5 @@ describe('Valkey GLIDE (GlideClient)', () => {
     } finally {
       await locks.close();
     }
-  });
-
-  it('refuses a GlideClusterClient with an UnsupportedError', () => {
-    const cluster = Object.create(GlideClusterClient.prototype) as GlideClusterClient;
-    expect(() => createLocks({ redis: cluster })).toThrow(UnsupportedError);
-    expect(() => createLocks({ redis: cluster })).toThrow(/GlideClusterClient.*ioredis Cluster or a node-redis createCluster/);
   });
 });
