@@ -100,9 +100,9 @@ export function glideAdapter(client: GlideLike): ScriptClient {
 }
 
 /**
- * SCAN on every master of a cluster: GLIDE's cluster scan, which follows slots rather than nodes
- * (so a slot migration mid-scan loses nothing). Its cursor class comes from the GLIDE package the
- * user's client comes from, loaded on first use (latchkey does not depend on GLIDE).
+ * SCAN on every master of a cluster: GLIDE's cluster scan, which walks the slots rather than the
+ * nodes. Its cursor class is loaded from the installed GLIDE package on first use (latchkey does
+ * not depend on GLIDE; whoever passes a GlideClusterClient has it installed).
  */
 async function clusterScan(client: GlideLike, match: string): Promise<string[]> {
   const specifier = '@valkey/valkey-glide';

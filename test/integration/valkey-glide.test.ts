@@ -6,6 +6,7 @@
  */
 import { Decoder, GlideClient, GlideClientConfiguration, Logger as GlideLogger, ProtocolVersion } from '@valkey/valkey-glide';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { adaptClient } from '../../src/client/detect.js';
 import { createLocks, type Locks } from '../../src/index.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
 
@@ -91,6 +92,30 @@ describe('Valkey GLIDE (GlideClient)', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('without the client\'s configuration to copy, makes no subscriber and says why; waiters fall back to their recheck', async () => {
+    const client = await glide();
+    const hidden = Object.create(client, { config: { value: undefined } }) as GlideClient; // as if a GLIDE version kept it elsewhere
+    await expect(adaptClient(hidden).createSubscriber()).rejects.toMatchObject({
+      name: 'UnsupportedError',
+      code: 'UNSUPPORTED',
+      message: expect.stringContaining("use strategy: 'backoff'"),
+    });
+    const prefix = uniquePrefix();
+    const before = await subscribers();
+    const holder = createLocks({ redis: client, prefix });
+    const waiter = createLocks({ redis: hidden, prefix, recheck: 50 });
+    try {
+      const lease = await holder.acquire('hidden', { ttl: 60_000 });
+      const waiting = waiter.acquire('hidden', { wait: 5_000 });
+      await lease.release();
+      await (await waiting).release();
+      expect(await subscribers()).toBe(before);
+    } finally {
+      await holder.close();
+      await waiter.close();
     }
   });
 
