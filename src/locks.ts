@@ -380,7 +380,9 @@ class LockManager implements Locks {
     this.#leaseContext = {
       backend,
       driftFactor: settings.driftFactor,
-      release: (lease, keys, token) => this.#release(lease, keys, token),
+      release: observer?.tracing
+        ? (lease, keys, token) => observer.traceRelease(lease, () => this.#release(lease, keys, token))
+        : (lease, keys, token) => this.#release(lease, keys, token),
       onEnd: (lease) => this.#leaseEnded(lease),
       onRenew: observer ? (lease, error) => observer.renewal(lease, error) : undefined,
     };

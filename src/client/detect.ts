@@ -1,14 +1,17 @@
 import { InvalidOptionError } from '../errors.js';
+import { glideAdapter, isGlide } from './glide-adapter.js';
 import { ioredisAdapter, isIoredis } from './ioredis-adapter.js';
 import { isNodeRedis, nodeRedisAdapter } from './node-redis-adapter.js';
 import type { ScriptClient } from './script-client.js';
 
-const EXPECTED_CLIENT = 'an ioredis client (new Redis(...)) or a node-redis v5 client (createClient(...))';
+const EXPECTED_CLIENT =
+  'an ioredis or iovalkey client (new Redis(...)), a node-redis v5 client (createClient(...)) or a Valkey GLIDE GlideClient or GlideClusterClient (await GlideClient.createClient(...))';
 
 /** Wraps a client the user already has; it is borrowed and never modified or closed. */
 export function adaptClient(client: unknown, option = 'redis'): ScriptClient {
   if (isIoredis(client)) return ioredisAdapter(client, false);
   if (isNodeRedis(client)) return nodeRedisAdapter(client, false);
+  if (isGlide(client)) return glideAdapter(client);
   throw new InvalidOptionError(option, EXPECTED_CLIENT, client);
 }
 

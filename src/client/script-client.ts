@@ -4,7 +4,7 @@
  */
 export interface ScriptClient {
   /** Which driver is underneath. */
-  readonly driver: 'ioredis' | 'node-redis';
+  readonly driver: 'ioredis' | 'node-redis' | 'valkey-glide';
   /** A Redis Cluster client: scripts are routed by their first key, waiters are told through sharded channels. */
   readonly cluster: boolean;
   /** EVALSHA; rejects with the driver's error (its message starts with NOSCRIPT when the script is not cached). */

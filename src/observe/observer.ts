@@ -1,4 +1,5 @@
 import {
+  context,
   createNoopMeter,
   metrics,
   ProxyTracerProvider,
@@ -14,7 +15,7 @@ import {
 } from '@opentelemetry/api';
 import type { QuorumOutcome } from '../backend/quorum.js';
 import { now } from '../clock.js';
-import { ClosedError, InvalidOptionError, LeaseLostError, LockAbortedError, LockTimeoutError, QuorumError } from '../errors.js';
+import { ClosedError, InvalidOptionError, LeaseLostError, LockAbortedError, LockError, LockTimeoutError, QuorumError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { AcquiredEvent, AcquireOutcome, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ObservabilityOptions, ReleasedEvent } from './types.js';
 
@@ -127,6 +128,8 @@ export class Observer {
   /** Kinds of the leases that are not plain locks (permits of a semaphore, read-write or fair lock). */
   readonly #kinds = new WeakMap<Lease, LockKind>();
   readonly #attributeCache = new Map<string, Attributes>();
+  /** The `latchkey.hold` span of each lease held, from its grant to its release or loss (only with a tracer). */
+  readonly #holds = new WeakMap<Lease, Span>();
 
   constructor(s: ObserverSettings) {
     this.#prefix = s.prefix;
@@ -165,9 +168,7 @@ export class Observer {
 
   /** Starts watching an acquire of `key`. */
   start(kind: LockKind, key: string): AcquireTrace {
-    const span = this.#tracer?.startSpan('latchkey.acquire', {
-      attributes: { 'latchkey.key': key, 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend },
-    });
+    const span = this.#tracer?.startSpan('latchkey.acquire', { attributes: this.#spanAttributes(kind, key) });
     return { kind, key, started: now(), contended: false, joined: false, span };
   }
 
@@ -207,6 +208,7 @@ export class Observer {
       t.span.setAttributes({ 'latchkey.outcome': 'acquired', 'latchkey.contended': t.contended, 'latchkey.fence': lease.fence });
       t.span.end();
     }
+    if (this.#tracer) this.#startHold(t.kind, lease);
     const logger = this.#logger;
     const hook = this.#hooks?.acquired;
     if (!logger && !hook) return;
@@ -232,7 +234,9 @@ export class Observer {
     }
     if (t.span) {
       t.span.setAttributes({ 'latchkey.outcome': outcome, 'latchkey.contended': t.contended });
-      if (outcome === 'error' || outcome === 'timeout') t.span.setStatus({ code: SpanStatusCode.ERROR, message: errorSummary(error)?.message ?? outcome });
+      if (error !== undefined) t.span.setAttribute('error.type', errorType(error));
+      // Not the error's message: it names the lock.
+      if (outcome === 'error' || outcome === 'timeout') t.span.setStatus({ code: SpanStatusCode.ERROR, message: error === undefined ? outcome : errorType(error) });
       t.span.end();
     }
     const record = { latchkey: 'acquireFailed', ...base, outcome, duration: ms, contended: t.contended, ...(error === undefined ? {} : { err: errorSummary(error) }) };
@@ -257,6 +261,7 @@ export class Observer {
       instruments.holdDuration.record(held / 1000, this.#attributes(kind, lease.key, 'latchkey.lease.end', lost ? 'lost' : 'released'));
       if (lost) instruments.lost.add(1, this.#attributes(kind, lease.key, 'latchkey.lost.reason', lost.reason));
     }
+    if (this.#tracer) this.#endHold(lease, lost);
     const logger = this.#logger;
     if (lost) {
       const hook = this.#hooks?.lost;
@@ -281,6 +286,10 @@ export class Observer {
     const kind = this.#kinds.get(lease) ?? 'lock';
     const base = this.#base(kind, lease.key);
     this.#instruments?.renewal.add(1, this.#attributes(kind, lease.key, 'latchkey.outcome', error === undefined ? 'ok' : 'failed'));
+    this.#holds.get(lease)?.addEvent(
+      error === undefined ? 'latchkey.renewed' : 'latchkey.renew_failed',
+      error === undefined ? undefined : { 'error.type': errorType(error) },
+    );
     if (error === undefined) {
       const event = { ...base, fence: lease.fence };
       this.#logger?.debug({ latchkey: 'renewed', ...event }, `latchkey: renewed "${lease.key}"`);
@@ -310,6 +319,66 @@ export class Observer {
       const event = { ...base, operation: outcome.operation, outcome };
       this.#call('quorumFailed', this.#hooks.quorumFailed, event);
     }
+  }
+
+  /** True when spans are recorded: the manager then watches releases with {@link Observer.traceRelease}. */
+  get tracing(): boolean {
+    return this.#tracer !== undefined;
+  }
+
+  /**
+   * Runs the release of `lease` (`release`) as a `latchkey.release` span, a child of the lease's
+   * `latchkey.hold` span: the round trip, its outcome (`released`, or `lost` with the reason the
+   * reply gave), and status error when it failed.
+   */
+  async traceRelease<R>(lease: Lease, release: () => Promise<R>): Promise<R> {
+    const tracer = this.#tracer!;
+    const kind = this.#kinds.get(lease) ?? 'lock';
+    const hold = this.#holds.get(lease);
+    const parent = hold ? trace.setSpan(context.active(), hold) : context.active();
+    const span = tracer.startSpan('latchkey.release', { attributes: this.#spanAttributes(kind, lease.key) }, parent);
+    try {
+      const reply = await release();
+      const lost = typeof reply === 'string' && reply !== 'ok' ? reply : undefined;
+      span.setAttribute('latchkey.outcome', lost ? 'lost' : 'released');
+      if (lost) span.setAttribute('latchkey.lost.reason', lost);
+      return reply;
+    } catch (error) {
+      span.setAttributes({ 'latchkey.outcome': 'error', 'error.type': errorType(error) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(error) });
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
+
+  #startHold(kind: LockKind, lease: Lease): void {
+    const span = this.#tracer!.startSpan('latchkey.hold', { attributes: this.#spanAttributes(kind, lease.key) });
+    span.setAttribute('latchkey.fence', lease.fence);
+    this.#holds.set(lease, span);
+  }
+
+  #endHold(lease: Lease, lost: LeaseLostError | undefined): void {
+    const span = this.#holds.get(lease);
+    if (!span) return;
+    this.#holds.delete(lease);
+    span.setAttribute('latchkey.lease.end', lost ? 'lost' : 'released');
+    if (lost) {
+      span.setAttributes({ 'latchkey.lost.reason': lost.reason, 'error.type': lost.code });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: `lease lost: ${lost.reason}` });
+    }
+    span.end();
+  }
+
+  /**
+   * Span attributes: as the metrics', never the lock name (nor a token): names can carry ids
+   * (`orders:42`, a user's e-mail); its `keyGroup` group when one is configured.
+   */
+  #spanAttributes(kind: LockKind, key: string): Attributes {
+    const attributes: Attributes = { 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend };
+    const group = this.#group(key);
+    if (group !== undefined) attributes['latchkey.key.group'] = group;
+    return attributes;
   }
 
   #base(kind: LockKind, key: string): LockEventBase {
@@ -354,6 +423,13 @@ export class Observer {
       this.#logger?.warn({ latchkey: 'hookFailed', hook, err: errorSummary(error) }, `latchkey: hook "${hook}" threw`);
     }
   }
+}
+
+/** An error's type for the `error.type` attribute of OpenTelemetry's conventions: latchkey's code, or the class name. */
+function errorType(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (error instanceof LockError || (typeof code === 'string' && code !== '')) return String(code);
+  return error instanceof Error ? error.name : typeof error;
 }
 
 /** What an acquire's rejection means. */

@@ -1,9 +1,9 @@
 import { afterAll, describe } from 'vitest';
-import { ioredisClusterHarness, nodeRedisClusterHarness } from '../helpers/harness.js';
+import { glideClusterHarness, ioredisClusterHarness, nodeRedisClusterHarness } from '../helpers/harness.js';
 import { RedisCluster } from '../helpers/redis-cluster.js';
 import { lockContract } from './lock-contract.js';
 
-// One cluster of three masters for both clients; each test uses its own key prefix.
+// One cluster of three masters for the three clients; each test uses its own key prefix.
 let cluster: Promise<RedisCluster> | undefined;
 const started = (): Promise<RedisCluster> => (cluster ??= RedisCluster.start({ masters: 3 }));
 afterAll(async () => (await cluster)?.stop());
@@ -14,4 +14,8 @@ describe('contract: Redis Cluster (3 masters) through ioredis Cluster', () => {
 
 describe('contract: Redis Cluster (3 masters) through node-redis createCluster', () => {
   lockContract(async () => nodeRedisClusterHarness(await started()));
+});
+
+describe('contract: Redis Cluster (3 masters) through Valkey GLIDE GlideClusterClient', () => {
+  lockContract(async () => glideClusterHarness(await started()));
 });

@@ -4,6 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
+import { Valkey } from 'iovalkey';
+import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll } from 'vitest';
 import { createClient, createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
@@ -118,6 +120,44 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
     rawClient(server),
     (index) => pool[index % pool.length],
     () => Promise.all(pool.map((c) => c.close())),
+  );
+}
+
+/** iovalkey (Valkey's fork of ioredis): one client per manager, as with ioredis. */
+export async function iovalkeyHarness(server: RedisServer): Promise<BackendHarness> {
+  const clients: Valkey[] = [];
+  return redisHarness(
+    'redis via iovalkey',
+    rawClient(server),
+    () => {
+      const client = new Valkey(server.port, '127.0.0.1');
+      clients.push(client);
+      return client;
+    },
+    () => Promise.all(clients.map((c) => c.quit())),
+  );
+}
+
+/** A connected Valkey GLIDE client on a test server. */
+export function glideClient(server: RedisServer): Promise<GlideClient> {
+  return GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: server.port }], requestTimeout: 2000 });
+}
+
+/**
+ * Valkey GLIDE `GlideClient`: a small pool connected up front (createLocks is synchronous and
+ * wants a ready client), shared by the managers. GLIDE's own logger warns on every error reply
+ * (including the NOSCRIPT that precedes a script's first EVAL): errors only, for readable output.
+ */
+export async function glideHarness(server: RedisServer): Promise<BackendHarness> {
+  GlideLogger.setLoggerConfig('error');
+  const pool = await Promise.all(Array.from({ length: 3 }, () => glideClient(server)));
+  return redisHarness(
+    'redis via valkey-glide',
+    rawClient(server),
+    (index) => pool[index % pool.length],
+    async () => {
+      for (const client of pool) client.close();
+    },
   );
 }
 
@@ -239,6 +279,22 @@ export async function nodeRedisClusterHarness(cluster: RedisCluster): Promise<Ba
     rawClusterClient(cluster),
     (index) => pool[index % pool.length],
     () => Promise.all(pool.map((c) => c.close())),
+  );
+}
+
+/** Redis Cluster through Valkey GLIDE `GlideClusterClient`: a small pool connected up front, shared by the managers. */
+export async function glideClusterHarness(cluster: RedisCluster): Promise<BackendHarness> {
+  GlideLogger.setLoggerConfig('error');
+  const pool = await Promise.all(
+    Array.from({ length: 3 }, () => GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 })),
+  );
+  return redisHarness(
+    'redis cluster via valkey-glide',
+    rawClusterClient(cluster),
+    (index) => pool[index % pool.length],
+    async () => {
+      for (const client of pool) client.close();
+    },
   );
 }
 

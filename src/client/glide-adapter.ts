@@ -1,0 +1,174 @@
+import { UnsupportedError } from '../errors.js';
+import { QUIT_TIMEOUT, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+
+/**
+ * The parts of a Valkey GLIDE client (`GlideClient` or `GlideClusterClient` of
+ * `@valkey/valkey-glide` 2.x) latchkey uses. GLIDE has no EVALSHA/EVAL methods of its own (its
+ * `invokeScript` hides the cache behind a `Script` object that must be released): latchkey sends
+ * them with `customCommand`, which a cluster client routes by the first key.
+ */
+export interface GlideLike {
+  customCommand(args: string[]): Promise<unknown>;
+  invokeScript(...args: never[]): unknown;
+  close(errorMessage?: string): void;
+  /** Only on a `GlideClusterClient`: sharded pub/sub. */
+  ssubscribe?: unknown;
+  /** On a `GlideClusterClient`: SCAN over every slot, with a `ClusterScanCursor`. */
+  scan?: unknown;
+}
+
+/** What latchkey's subscriber connection needs of a GLIDE client it creates. */
+interface GlideSubscriber {
+  subscribe(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  unsubscribe(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  close(): void;
+}
+
+/** `GlideClient` or `GlideClusterClient` itself (the user's client's constructor): its static factory. */
+interface GlideClass {
+  createClient(config: object): Promise<GlideSubscriber>;
+}
+
+/** GLIDE's cluster scan cursor (a native class of `@valkey/valkey-glide`). */
+interface ClusterScanCursor {
+  isFinished(): boolean;
+}
+type ClusterScan = (cursor: ClusterScanCursor, options: { match: string; count: number }) => Promise<[ClusterScanCursor, unknown[]]>;
+
+interface PubSubMsg {
+  message: unknown;
+  channel: unknown;
+}
+
+/** How long a SUBSCRIBE or UNSUBSCRIBE on latchkey's GLIDE subscriber may take before it rejects, ms. */
+const SUBSCRIBE_TIMEOUT = 5000;
+
+export function isGlide(client: unknown): client is GlideLike {
+  const c = client as Partial<GlideLike> | null;
+  return (
+    typeof c === 'object' &&
+    c !== null &&
+    typeof c.customCommand === 'function' &&
+    typeof c.invokeScript === 'function' &&
+    typeof c.close === 'function'
+  );
+}
+
+/** True for a `GlideClusterClient` (the only GLIDE client with sharded pub/sub). */
+export function isGlideCluster(client: GlideLike): boolean {
+  return typeof client.ssubscribe === 'function';
+}
+
+/** GLIDE decodes replies as strings by default; a client made with `defaultDecoder: Decoder.Bytes` gives Buffers. */
+function decoded(reply: unknown): unknown {
+  if (Buffer.isBuffer(reply)) return reply.toString();
+  if (Array.isArray(reply)) return reply.map(decoded);
+  return reply;
+}
+
+/**
+ * GLIDE reports a missing script as `RequestError: "An error was signalled by the server: -
+ * NoScriptError: …"`; the script runner looks for Redis's own `NOSCRIPT` prefix.
+ */
+function noScriptAsRedisSaysIt(error: unknown): never {
+  if (error instanceof Error && /NoScriptError|NOSCRIPT/.test(error.message) && !error.message.startsWith('NOSCRIPT')) {
+    throw new Error(`NOSCRIPT ${error.message}`, { cause: error });
+  }
+  throw error;
+}
+
+/**
+ * Wraps a user's `GlideClient` or `GlideClusterClient`. It is borrowed: latchkey never closes it,
+ * never subscribes on it (GLIDE delivers messages to the callback fixed in the client's
+ * configuration, which is the user's), and opens its own subscriber connection for notified waiting.
+ */
+export function glideAdapter(client: GlideLike): ScriptClient {
+  const cluster = isGlideCluster(client);
+  const command = async (args: string[]): Promise<unknown> => decoded(await client.customCommand(args));
+  return {
+    driver: 'valkey-glide',
+    cluster,
+    evalsha: (sha, keys, args) => command(['EVALSHA', sha, String(keys.length), ...keys, ...args]).catch(noScriptAsRedisSaysIt),
+    eval: (source, keys, args) => command(['EVAL', source, String(keys.length), ...keys, ...args]),
+    waitReplicas: async (replicas, timeout) => Number(await command(['WAIT', String(replicas), String(timeout)])),
+    scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
+    createSubscriber: () => glideSubscriber(client, cluster),
+    close: async () => {}, // never the user's client
+  };
+}
+
+/**
+ * SCAN on every master of a cluster: GLIDE's cluster scan, which walks the slots rather than the
+ * nodes. Its cursor class is loaded from the installed GLIDE package on first use (latchkey does
+ * not depend on GLIDE; whoever passes a GlideClusterClient has it installed).
+ */
+async function clusterScan(client: GlideLike, match: string): Promise<string[]> {
+  const specifier = '@valkey/valkey-glide';
+  const glide = (await import(specifier)) as { ClusterScanCursor: new () => ClusterScanCursor };
+  const scan = (client.scan as ClusterScan).bind(client);
+  const keys = new Set<string>(); // the same key may come twice
+  let cursor = new glide.ClusterScanCursor();
+  while (!cursor.isFinished()) {
+    const [next, page] = await scan(cursor, { match, count: 1000 });
+    for (const key of page) keys.add(String(decoded(key)));
+    cursor = next;
+  }
+  return [...keys];
+}
+
+/**
+ * The connection settings of the user's client, for latchkey's subscriber: GLIDE has no
+ * `duplicate()`, and a client's pub/sub callback is fixed when it is created. GLIDE 2.x keeps the
+ * configuration the client was created with as its `config` property (not part of its typed API).
+ */
+function subscriberConfig(client: GlideLike, callback: (msg: PubSubMsg) => void): object {
+  const config = (client as unknown as { config?: unknown }).config;
+  if (typeof config !== 'object' || config === null || !Array.isArray((config as { addresses?: unknown }).addresses)) {
+    throw new UnsupportedError(
+      'Notified waiting through this GLIDE client',
+      'latchkey could not read the connection settings (the `config` of @valkey/valkey-glide 2.x) to open its subscriber connection; use strategy: \'backoff\'',
+    );
+  }
+  // Not the user's subscriptions, protocol (pub/sub needs RESP3, GLIDE's default) or client-side cache.
+  const settings: Record<string, unknown> = { ...config };
+  delete settings.protocol;
+  delete settings.clientSideCache;
+  settings.pubsubSubscriptions = { channelsAndPatterns: {}, callback };
+  return settings;
+}
+
+async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<SubscriberConnection> {
+  const messageListeners: Array<(channel: string, message: string) => void> = [];
+  const callback = (msg: PubSubMsg): void => {
+    const channel = String(decoded(msg.channel));
+    const message = String(decoded(msg.message));
+    for (const l of messageListeners) l(channel, message);
+  };
+  const Client = client.constructor as Partial<GlideClass>;
+  if (typeof Client.createClient !== 'function') {
+    throw new UnsupportedError('Notified waiting through this GLIDE client', 'its class has no createClient(); use strategy: \'backoff\'');
+  }
+  const sub = await Client.createClient(subscriberConfig(client, callback));
+  // Dynamic subscriptions (GLIDE 2.x): the subscriber starts with none and joins as it goes; on a
+  // cluster, sharded channels (SSUBSCRIBE), which GLIDE sends to the shard of each channel's slot.
+  const join = cluster ? sub.ssubscribe!.bind(sub) : sub.subscribe.bind(sub);
+  const leave = cluster ? sub.sunsubscribe!.bind(sub) : sub.unsubscribe.bind(sub);
+  return {
+    subscribe: (channel) => join([channel], SUBSCRIBE_TIMEOUT),
+    unsubscribe: (channel) => leave([channel], SUBSCRIBE_TIMEOUT),
+    onMessage: (listener) => {
+      messageListeners.push(listener);
+    },
+    // GLIDE resubscribes by itself after a reconnect and tells no one: a grant published meanwhile
+    // is found by the waiter's periodic re-check (`recheck`) instead.
+    onReconnect: () => {},
+    close: async () => {
+      // Emptied first: GLIDE's subscription synchronizer otherwise keeps trying to restore the
+      // channels of a closed client (logging an error each time) until the process exits.
+      await leave(null, QUIT_TIMEOUT).catch(() => {});
+      sub.close();
+    },
+  };
+}

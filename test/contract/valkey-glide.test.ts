@@ -1,0 +1,10 @@
+import { afterAll, describe } from 'vitest';
+import { glideHarness } from '../helpers/harness.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { lockContract } from './lock-contract.js';
+
+describe('contract: single Redis through Valkey GLIDE (GlideClient)', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  lockContract(async () => glideHarness((server = await RedisServer.start())));
+});
