@@ -10,6 +10,8 @@
 //   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
 //        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
+//   AB_BACKEND=memory runs the latchkey contenders on the in-memory backend: the cost of
+//   latchkey's own layers without a driver or a round trip.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,7 +45,8 @@ async function lockLoop(contender, port) {
     };
   }
   const { createLocks } = await import(contender);
-  const locks = createLocks({ redis: client, prefix: 'ab:' });
+  // AB_BACKEND=memory: latchkey's own cost alone, on its in-memory backend (no Redis round trip).
+  const locks = process.env.AB_BACKEND === 'memory' ? createLocks({ prefix: 'ab:' }) : createLocks({ redis: client, prefix: 'ab:' });
   return {
     pair: async (key) => {
       const lease = await locks.acquire(key, { ttl: 10_000 });
