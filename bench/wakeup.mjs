@@ -80,5 +80,6 @@ if (process.argv[2] === '--child') {
     console.log(`${name.padEnd(40)} p50 ${s[s.length >> 1].toFixed(3)} ms  min ${s[0].toFixed(3)}  max ${s[s.length - 1].toFixed(3)}  (${s.length} rounds, ${IDLE_MS} ms idle before each)`);
   };
   summary('PUBLISH -> subscriber in another process', publish);
-  summary('latchkey release -> waiter acquired', latchkey);
+  summary("latchkey release -> waiter acquired", latchkey);
+  console.log("latchkey rounds in order (ms):", latchkey.map((x) => x.toFixed(2)).join(" "));
 }
