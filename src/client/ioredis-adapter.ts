@@ -41,6 +41,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
+    configGet: (parameter) => client.call('CONFIG', 'GET', parameter),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs for channels of other shards); the duplicate gets it.
     scan: async (match) => {

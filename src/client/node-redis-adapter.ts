@@ -54,6 +54,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
+    configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
     scan: async (match) => {
       const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
       const pages = await Promise.all(

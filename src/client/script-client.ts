@@ -17,6 +17,11 @@ export interface ScriptClient {
    * pipelined with it and covers its writes.
    */
   waitReplicas(replicas: number, timeout: number): Promise<number>;
+  /**
+   * CONFIG GET `parameter`: the raw reply (a flat array, or a map on RESP3). Optional: a client
+   * without it skips the start-up eviction-policy check.
+   */
+  configGet?(parameter: string): Promise<unknown>;
   /** SCAN for keys matching `match` (on a cluster: on every master), all pages. */
   scan(match: string): Promise<string[]>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
