@@ -221,14 +221,14 @@ export function createLocks(options?: LocksOptions): Locks {
     reentrant: o.reentrant === undefined ? false : checkBoolean(o.reentrant, 'reentrant'),
   };
   // The eviction-policy check runs only when someone would hear its warning; its reply comes
-  // after createLocks returns, so `observer` is set by then.
-  let observer: Observer | undefined;
+  // after createLocks returns, so `late.observer` is set by then.
+  const late: { observer?: Observer | undefined } = {};
   const hooks = o.hooks as { evictionPolicy?: unknown } | undefined;
   const onEviction: EvictionWarning | undefined =
-    o.logger !== undefined || hooks?.evictionPolicy !== undefined ? (report, node) => observer?.evictionPolicy(report, node) : undefined;
+    o.logger !== undefined || hooks?.evictionPolicy !== undefined ? (report, node) => late.observer?.evictionPolicy(report, node) : undefined;
   const backend = chooseBackend(o, settings.prefix, onEviction);
-  observer = createObserver(o, settings.prefix, backend.name);
-  return new LockManager(backend, settings, observer);
+  late.observer = createObserver(o, settings.prefix, backend.name);
+  return new LockManager(backend, settings, late.observer);
 }
 
 function checkBoolean(value: unknown, option: string): boolean {
