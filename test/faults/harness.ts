@@ -88,6 +88,12 @@ export interface WorkerOptions {
   readonly idle?: number;
   readonly failIdle?: number;
   readonly commandTimeout?: number;
+  /** createLocks's replica acknowledgement option. */
+  readonly replication?: { readonly replicas: number; readonly timeout?: number; readonly shortfall?: 'fail' | 'accept' };
+  /** createLocks's recheck (ms). */
+  readonly recheck?: number;
+  /** The rate of the worker's monotonic clock as latchkey sees it (0.9: 10% slow). Default 1. */
+  readonly clockRate?: number;
 }
 
 export class Worker {
@@ -145,6 +151,12 @@ export class Worker {
     this.#history.note('heal', { kind: 'pause-worker', of: this.id });
   }
 
+  /** Steps the worker's wall clock (Date.now) by an hour, forward then back alternately (SIGUSR2; see worker.mjs). */
+  jumpClock(): void {
+    this.#history.note('fault', { kind: 'clock-jump', of: this.id });
+    this.#child.kill('SIGUSR2');
+  }
+
   /** SIGKILL, and wait for the exit; recorded as a fault unless `fault: false` (the end of a run). */
   async kill(options: { fault?: boolean } = {}): Promise<void> {
     if (!this.alive) return;
@@ -165,6 +177,13 @@ export interface RigOptions {
   readonly nodes?: number;
   /** Lock nodes keep their data across restarts (AOF, fsync always). Default false. */
   readonly persistence?: boolean;
+  /** Extra redis-server arguments for the lock nodes (e.g. a maxmemory-policy). */
+  readonly nodeArgs?: readonly string[];
+  /**
+   * Node 0 gets a replica, linked to it through a fault proxy of its own so that the link can be
+   * cut (`cutReplica`); `failover()` promotes it. Single Redis only. Default false.
+   */
+  readonly replica?: boolean;
 }
 
 /** The lock nodes, the resource Redis, the workers and their proxies, and the history. */
@@ -180,6 +199,10 @@ export class FaultRig {
   readonly counterKey: string;
   readonly workers: Worker[] = [];
   readonly #proxies: FaultProxy[] = [];
+  /** Plain connections to the lock nodes (not through any proxy), for server faults; made on demand. */
+  readonly #admins = new Map<string, Redis>();
+  /** The replica of node 0 and the proxy its replication link goes through (option `replica`). */
+  replica: { readonly server: RedisServer; readonly link: FaultProxy } | undefined;
 
   private constructor(nodes: RedisServer[], resourceServer: RedisServer) {
     this.nodes = nodes;
@@ -191,12 +214,99 @@ export class FaultRig {
 
   static async start(options: RigOptions = {}): Promise<FaultRig> {
     const count = options.nodes ?? 1;
+    const args = [...(options.nodeArgs ?? []), ...(options.replica ? ['--repl-diskless-sync-delay', '0'] : [])];
     const servers = await Promise.all([
-      ...Array.from({ length: count }, () => RedisServer.start({ persistence: options.persistence ?? false })),
+      ...Array.from({ length: count }, () => RedisServer.start({ persistence: options.persistence ?? false, args })),
       RedisServer.start(),
     ]);
     const resourceServer = servers.pop()!;
-    return new FaultRig(servers, resourceServer);
+    const rig = new FaultRig(servers, resourceServer);
+    if (options.replica) {
+      const link = await FaultProxy.start(servers[0]!.port);
+      rig.#proxies.push(link);
+      const server = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(link.port)] });
+      rig.replica = { server, link };
+      // WAIT returns once the replica has acknowledged the write before it: the link is up.
+      const primary = rig.admin(0);
+      await primary.set(`${rig.prefix}sync`, '1');
+      const acked = Number(await primary.call('WAIT', '1', '15000'));
+      if (acked !== 1) throw new Error('the replica did not sync within 15 s');
+    }
+    return rig;
+  }
+
+  /** A plain connection to lock node `index` ('replica': the replica), not through any proxy. */
+  admin(index: number | 'replica'): Redis {
+    const id = String(index);
+    let client = this.#admins.get(id);
+    if (!client) {
+      const port = index === 'replica' ? this.replica!.server.port : this.nodes[index]!.port;
+      client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+      client.on('error', () => {});
+      this.#admins.set(id, client);
+    }
+    return client;
+  }
+
+  /** Cuts the replication link (a partition between primary and replica): writes stop reaching the replica. */
+  cutReplica(): void {
+    this.history.note('fault', { kind: 'cut-replica' });
+    this.replica!.link.blackHole();
+  }
+
+  /**
+   * A failover as Sentinel makes it: the replica is promoted (REPLICAOF NO ONE), every worker's
+   * proxy to node 0 now leads to it (their open connections are reset, the clients reconnect),
+   * and the old primary is killed.
+   */
+  async failover(): Promise<void> {
+    const replica = this.replica!;
+    this.history.note('fault', { kind: 'failover' });
+    await this.admin('replica').call('REPLICAOF', 'NO', 'ONE');
+    for (const worker of this.workers) worker.proxies[0]!.retarget(replica.server.port);
+    replica.link.heal({ reset: true });
+    await this.nodes[0]!.kill();
+    this.history.note('heal', { kind: 'failover' });
+  }
+
+  /** CLIENT PAUSE `ms` ALL on node `index`: the server answers nobody (and expires no key) meanwhile. */
+  async clientPause(index: number, ms: number): Promise<void> {
+    this.history.note('fault', { kind: 'client-pause', node: index, ms });
+    await this.admin(index).call('CLIENT', 'PAUSE', String(ms), 'ALL');
+  }
+
+  /** DEBUG SLEEP on node `index` for `ms`: resolves when the server answers again. */
+  async debugSleep(index: number, ms: number): Promise<void> {
+    this.history.note('fault', { kind: 'debug-sleep', node: index, ms });
+    // Its own connection: DEBUG SLEEP holds the connection it came on until the server wakes.
+    const sleeper = new Redis(this.nodes[index]!.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    sleeper.on('error', () => {});
+    try {
+      await sleeper.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3));
+    } finally {
+      sleeper.disconnect();
+    }
+    this.history.note('heal', { kind: 'debug-sleep', node: index });
+  }
+
+  /**
+   * Fills node `index` under its maxmemory (with an evicting policy) until the key `until` is
+   * evicted, or `maxWrites` writes of `size` bytes were made; resolves with whether it was.
+   * Each filler key has a TTL, so volatile-* policies may evict them too.
+   */
+  async fillUntilEvicted(index: number, until: string, options: { size?: number; maxWrites?: number } = {}): Promise<boolean> {
+    const admin = this.admin(index);
+    const value = 'x'.repeat(options.size ?? 32_768);
+    this.history.note('fault', { kind: 'evict', node: index });
+    let evicted = false;
+    for (let i = 0; i < (options.maxWrites ?? 4_000) && !evicted; i++) {
+      // A write refused (OOM) when nothing more can be evicted ends the fill.
+      const ok = await admin.set(`${this.prefix}filler:${i}`, value, 'PX', 60_000).then(() => true, () => false);
+      evicted = (await admin.exists(until)) === 0;
+      if (!ok) break;
+    }
+    this.history.note('heal', { kind: 'evict', node: index, evicted });
+    return evicted;
   }
 
   /** Starts a worker with its own proxy to each node. */
@@ -238,6 +348,7 @@ export class FaultRig {
     await Promise.all(this.workers.map((w) => w.stop()));
     await Promise.all(this.#proxies.map((p) => p.stop()));
     this.resource.disconnect();
-    await Promise.all([...this.nodes, this.resourceServer].map((s) => s.stop()));
+    for (const client of this.#admins.values()) client.disconnect();
+    await Promise.all([...this.nodes, this.resourceServer, ...(this.replica ? [this.replica.server] : [])].map((s) => s.stop()));
   }
 }
