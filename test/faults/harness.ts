@@ -203,6 +203,8 @@ export class FaultRig {
   readonly #admins = new Map<string, Redis>();
   /** The replica of node 0 and the proxy its replication link goes through (option `replica`). */
   replica: { readonly server: RedisServer; readonly link: FaultProxy } | undefined;
+  /** After `failover()`, node 0 is the promoted replica for every worker, new ones too. */
+  #failedOver = false;
 
   private constructor(nodes: RedisServer[], resourceServer: RedisServer) {
     this.nodes = nodes;
@@ -263,6 +265,7 @@ export class FaultRig {
     const replica = this.replica!;
     this.history.note('fault', { kind: 'failover' });
     await this.admin('replica').call('REPLICAOF', 'NO', 'ONE');
+    this.#failedOver = true;
     for (const worker of this.workers) worker.proxies[0]!.retarget(replica.server.port);
     replica.link.heal({ reset: true });
     await this.nodes[0]!.kill();
@@ -311,7 +314,7 @@ export class FaultRig {
 
   /** Starts a worker with its own proxy to each node. */
   async spawnWorker(id: string, options: WorkerOptions): Promise<Worker> {
-    const proxies = await Promise.all(this.nodes.map((node) => FaultProxy.start(node.port)));
+    const proxies = await Promise.all(this.nodes.map((node, i) => FaultProxy.start(i === 0 && this.#failedOver ? this.replica!.server.port : node.port)));
     this.#proxies.push(...proxies);
     const config = {
       id,
