@@ -162,8 +162,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async extend(keys, token, ttl) {
       const script = keys.semaphore ? semaphoreExtendScript : extendScript;
-      const reply = await runScript(ready ?? (await connect()), script, [keys.lock, keys.holder], [token, String(ttl)]);
-      return ownership(asInteger(reply, script), 'extend');
+      const client = ready ?? (await connect());
+      if (!replication) return ownership(asInteger(await runScript(client, script, [keys.lock, keys.holder], [token, String(ttl)]), script), 'extend');
+      // An extension the replicas did not acknowledge must not lengthen the lease: a replica
+      // promoted now would expire the key on the older TTL while the holder counted the newer one.
+      const [reply, acks] = await runScriptReplicated(client, script, [keys.lock, keys.holder], [token, String(ttl)], replication.replicas, replication.timeout);
+      const result = ownership(asInteger(reply, script), 'extend');
+      if (result === 'ok' && acks < replication.replicas && replication.shortfall === 'fail') {
+        throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout, 'extend');
+      }
+      return result;
     },
     async raiseFence(keys, fence, ttl) {
       const px = String(ttl + FENCE_RETENTION);

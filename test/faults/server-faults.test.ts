@@ -69,6 +69,39 @@ describe('fault suite, failover to a replica that had not seen the lock', () => 
   });
 });
 
+describe('fault suite, failover after the link was cut under a renewing holder', () => {
+  it('WITH acknowledgement: renewals the replica did not acknowledge do not lengthen the lease, so the failover lets nobody in early', async () => {
+    rig = await FaultRig.start({ replica: true });
+    const ttl = 600;
+    // A generous timeout: the acquire must be acknowledged on a loaded machine; renewals during the cut fail at it.
+    const replication = { replicas: 1, timeout: 1_000 };
+    await rig.spawnWorker('a', { ttl, wait: 1_000, hold: 2_500, rounds: 1, renew: true, replication });
+    const granted = await rig.history.waitFor(of('a', 'granted'), 10_000, 'a to be granted');
+    expect(granted.replicated).toBe(true);
+    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    // b waits for the lock through the failover: it follows the clients to the new primary.
+    await rig.spawnWorker('b', { ttl, wait: 8_000, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
+    rig.cutReplica();
+    // The fault is the cut's length: longer than a TTL, so that the replica's copy of the lock
+    // expires while the watchdog renews on the primary alone.
+    await new Promise((resolve) => setTimeout(resolve, ttl + 200));
+    await rig.failover();
+    await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
+    await rig.history.waitFor(of('a', 'done'), 15_000, 'a to finish');
+
+    const s = summarize(rig);
+    expect(s.overlaps).toEqual([]);
+    // a's lease ran out on its last acknowledged renewal, before b was granted.
+    const lost = rig.history.events.find(of('a', 'lost'))!;
+    expect(lost.t < rig.history.events.find(of('b', 'granted'))!.t).toBe(true);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.staleOperations).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+  });
+});
+
 describe('fault suite, lock keys evicted under maxmemory', () => {
   for (const policy of ['allkeys-lru', 'volatile-lru']) {
     it(`${policy}: the warning is emitted at start; the lock key is evicted while held, the checker sees the overlap, and the fenced resource refuses the stale write`, async () => {
