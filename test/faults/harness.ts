@@ -203,11 +203,14 @@ export class FaultRig {
   readonly #admins = new Map<string, Redis>();
   /** The replica of node 0 and the proxy its replication link goes through (option `replica`). */
   replica: { readonly server: RedisServer; readonly link: FaultProxy } | undefined;
-  /** After `failover()`, node 0 is the promoted replica for every worker, new ones too. */
-  #failedOver = false;
+  /** The server each node index leads to now: node 0 changes with each `failover()`. */
+  readonly #current: RedisServer[];
+  /** Servers started after the rig (replicas), stopped with it. */
+  readonly #extra: RedisServer[] = [];
 
   private constructor(nodes: RedisServer[], resourceServer: RedisServer) {
     this.nodes = nodes;
+    this.#current = [...nodes];
     this.resourceServer = resourceServer;
     this.resource = new Redis(resourceServer.port, '127.0.0.1');
     this.fencedKey = `${this.prefix}resource`;
@@ -223,31 +226,42 @@ export class FaultRig {
     ]);
     const resourceServer = servers.pop()!;
     const rig = new FaultRig(servers, resourceServer);
-    if (options.replica) {
-      const link = await FaultProxy.start(servers[0]!.port);
-      rig.#proxies.push(link);
-      const server = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(link.port)] });
-      rig.replica = { server, link };
-      // WAIT returns once the replica has acknowledged the write before it: the link is up.
-      const primary = rig.admin(0);
-      await primary.set(`${rig.prefix}sync`, '1');
-      const acked = Number(await primary.call('WAIT', '1', '15000'));
-      if (acked !== 1) throw new Error('the replica did not sync within 15 s');
-    }
+    if (options.replica) await rig.addReplica();
     return rig;
   }
 
-  /** A plain connection to lock node `index` ('replica': the replica), not through any proxy. */
+  /** The server node `index` leads to now (node 0 after a failover: the promoted replica). */
+  current(index: number): RedisServer {
+    return this.#current[index]!;
+  }
+
+  /** A plain connection to lock node `index` ('replica': the replica) as it is now, not through any proxy. */
   admin(index: number | 'replica'): Redis {
-    const id = String(index);
-    let client = this.#admins.get(id);
+    const port = index === 'replica' ? this.replica!.server.port : this.current(index).port;
+    let client = this.#admins.get(String(port));
     if (!client) {
-      const port = index === 'replica' ? this.replica!.server.port : this.nodes[index]!.port;
       client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
       client.on('error', () => {});
-      this.#admins.set(id, client);
+      this.#admins.set(String(port), client);
     }
     return client;
+  }
+
+  /**
+   * Starts a replica of node 0 (as it is now), linked through a fault proxy of its own so that
+   * the link can be cut, and resolves once it has synced.
+   */
+  async addReplica(): Promise<void> {
+    const link = await FaultProxy.start(this.current(0).port);
+    this.#proxies.push(link);
+    const server = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(link.port), '--repl-diskless-sync-delay', '0'] });
+    this.#extra.push(server);
+    this.replica = { server, link };
+    // WAIT returns once the replica has acknowledged the write before it: the link is up.
+    const primary = this.admin(0);
+    await primary.set(`${this.prefix}sync`, '1');
+    const acked = Number(await primary.call('WAIT', '1', '15000'));
+    if (acked !== 1) throw new Error('the replica did not sync within 15 s');
   }
 
   /** Cuts the replication link (a partition between primary and replica): writes stop reaching the replica. */
@@ -256,19 +270,27 @@ export class FaultRig {
     this.replica!.link.blackHole();
   }
 
+  /** Mends the link: the replica catches up (or, with `reset`, reconnects and resyncs). */
+  healReplica(options: { reset?: boolean } = {}): void {
+    this.replica!.link.heal(options);
+    this.history.note('heal', { kind: 'cut-replica' });
+  }
+
   /**
    * A failover as Sentinel makes it: the replica is promoted (REPLICAOF NO ONE), every worker's
    * proxy to node 0 now leads to it (their open connections are reset, the clients reconnect),
-   * and the old primary is killed.
+   * and the old primary is killed. The rig has no replica after it (see `addReplica`).
    */
   async failover(): Promise<void> {
     const replica = this.replica!;
+    const old = this.current(0);
     this.history.note('fault', { kind: 'failover' });
     await this.admin('replica').call('REPLICAOF', 'NO', 'ONE');
-    this.#failedOver = true;
+    this.#current[0] = replica.server;
+    this.replica = undefined;
     for (const worker of this.workers) worker.proxies[0]!.retarget(replica.server.port);
     replica.link.heal({ reset: true });
-    await this.nodes[0]!.kill();
+    await old.kill();
     this.history.note('heal', { kind: 'failover' });
   }
 
@@ -282,7 +304,7 @@ export class FaultRig {
   async debugSleep(index: number, ms: number): Promise<void> {
     this.history.note('fault', { kind: 'debug-sleep', node: index, ms });
     // Its own connection: DEBUG SLEEP holds the connection it came on until the server wakes.
-    const sleeper = new Redis(this.nodes[index]!.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    const sleeper = new Redis(this.current(index).port, '127.0.0.1', { maxRetriesPerRequest: 1 });
     sleeper.on('error', () => {});
     try {
       await sleeper.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3));
@@ -314,7 +336,7 @@ export class FaultRig {
 
   /** Starts a worker with its own proxy to each node. */
   async spawnWorker(id: string, options: WorkerOptions): Promise<Worker> {
-    const proxies = await Promise.all(this.nodes.map((node, i) => FaultProxy.start(i === 0 && this.#failedOver ? this.replica!.server.port : node.port)));
+    const proxies = await Promise.all(this.#current.map((node) => FaultProxy.start(node.port)));
     this.#proxies.push(...proxies);
     const config = {
       id,
@@ -352,6 +374,6 @@ export class FaultRig {
     await Promise.all(this.#proxies.map((p) => p.stop()));
     this.resource.disconnect();
     for (const client of this.#admins.values()) client.disconnect();
-    await Promise.all([...this.nodes, this.resourceServer, ...(this.replica ? [this.replica.server] : [])].map((s) => s.stop()));
+    await Promise.all([...this.nodes, this.resourceServer, ...this.#extra].map((s) => s.stop()));
   }
 }
