@@ -191,6 +191,8 @@ export interface StaleOperation {
   readonly p: string;
   readonly n: number;
   readonly fence: number;
+  /** When the holder was granted the lease the operation was on (ns). */
+  readonly granted: bigint;
   readonly op: 'release' | 'extend';
   /** When it was sent (ns). */
   readonly sent: bigint;
@@ -230,9 +232,9 @@ export function staleOperations(history: readonly HistoryEvent[], toleranceMs = 
     }
     for (const o of ops) {
       const other = list.find((x) => x.p !== g.p && x.granted > g.granted && x.granted < o.sent);
-      if (other) found.push({ p: g.p, n: g.n, fence: g.fence, op: o.op, sent: o.sent, why: 'after-another-grant', other });
+      if (other) found.push({ p: g.p, n: g.n, fence: g.fence, granted: g.granted, op: o.op, sent: o.sent, why: 'after-another-grant', other });
       else if (o.validBefore !== undefined && o.sent > o.validBefore + tolerance) {
-        found.push({ p: g.p, n: g.n, fence: g.fence, op: o.op, sent: o.sent, why: 'after-own-validity' });
+        found.push({ p: g.p, n: g.n, fence: g.fence, granted: g.granted, op: o.op, sent: o.sent, why: 'after-own-validity' });
       }
     }
   }

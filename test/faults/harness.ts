@@ -355,6 +355,26 @@ export class FaultRig {
     return worker;
   }
 
+  /**
+   * Memory pressure on node `index`: an evicting policy and a maxmemory a little above what it
+   * uses, filled until the key `until` is evicted (see `fillUntilEvicted`); then the filler is
+   * deleted and the node is back to noeviction without a limit. Resolves with whether it was.
+   */
+  async evict(index: number, until: string, policy: 'allkeys-lru' | 'volatile-lru'): Promise<boolean> {
+    const admin = this.admin(index);
+    const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))?.[1] ?? 0);
+    await admin.config('SET', 'maxmemory-policy', policy);
+    await admin.config('SET', 'maxmemory', String(used + 1024 * 1024));
+    try {
+      return await this.fillUntilEvicted(index, until, { maxWrites: 1_000 });
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      const fillers = await admin.keys(`${this.prefix}filler:*`);
+      if (fillers.length > 0) await admin.unlink(...fillers);
+    }
+  }
+
   /** Kills a lock node and starts it again on its port: with its data only if the rig persists. */
   async restartNode(index: number): Promise<void> {
     const node = this.nodes[index]!;
