@@ -230,8 +230,12 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
       for (const worker of live) await worker.kill({ fault: false });
       const s = summarize(rig);
       const h = rig.history.events;
-      const dataLoss = h.filter((e) => e.p === 'harness' && e.ev === 'fault' && dataLosing(mode, e.kind)).map((e) => e.t);
-      const explained = (first: bigint, second: bigint): boolean => dataLoss.some((t) => t > first && t < second);
+      // A data-losing fault loses its data somewhere between its start and its end (an eviction
+      // lands during the fill): it explains an overlap when that span meets (first, second).
+      const dataLoss = h
+        .filter((e) => e.p === 'harness' && e.ev === 'fault' && dataLosing(mode, e.kind))
+        .map((e) => ({ from: e.t, to: h.find((x) => x.p === 'harness' && x.ev === 'heal' && x.kind === e.kind && x.t >= e.t)?.t ?? e.t }));
+      const explained = (first: bigint, second: bigint): boolean => dataLoss.some((l) => l.to > first && l.from < second);
       const t = totals.get(mode) ?? {
         segments: 0, seconds: 0, acquisitions: 0, failedAcquires: 0, failedByCode: {}, faults: {}, overlapsAfterDataLoss: 0, overlapsOther: 0, staleOpsAfterDataLoss: 0, staleOpsOther: 0,
         fenceOrder: 0, writesAccepted: 0, staleRefused: 0, staleAccepted: 0, lostUpdates: 0, unsettled: 0,
