@@ -42,6 +42,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     configGet: (parameter) => client.call('CONFIG', 'GET', parameter),
+    clientId: () => client.call('CLIENT', 'ID'),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs for channels of other shards); the duplicate gets it.
     scan: async (match) => {

@@ -55,6 +55,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
     configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
+    clientId: () => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CLIENT', 'ID']),
     scan: async (match) => {
       const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
       const pages = await Promise.all(

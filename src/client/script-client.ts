@@ -18,6 +18,12 @@ export interface ScriptClient {
    */
   waitReplicas(replicas: number, timeout: number): Promise<number>;
   /**
+   * CLIENT ID: the id of the connection the command ran on. Pipelined around a script and its
+   * WAIT, it tells whether they ran on one connection (see runScriptReplicated). Optional: without
+   * it the check is skipped.
+   */
+  clientId?(): Promise<unknown>;
+  /**
    * CONFIG GET `parameter`: the raw reply (a flat array, or a map on RESP3). Optional: a client
    * without it skips the start-up eviction-policy check.
    */

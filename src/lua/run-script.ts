@@ -32,6 +32,11 @@ export async function runScript(
  * Runs a script and, pipelined right behind it on the same connection, `WAIT replicas timeout`:
  * one round trip plus the replication wait, not two round trips. Resolves to the script's reply
  * and the number of replicas that acknowledged its writes.
+ *
+ * `CLIENT ID` before the script and after the WAIT proves that both ran on one connection: a
+ * driver that reconnects re-sends the commands still unanswered (ioredis does), and a WAIT sent
+ * again on a new connection, maybe to a new primary after a failover, covers no write of the
+ * script and may be answered at once. Then the acknowledgements count as 0.
  */
 export async function runScriptReplicated(
   client: ScriptClient,
@@ -43,10 +48,16 @@ export async function runScriptReplicated(
 ): Promise<[unknown, number]> {
   checkArity(script, keys, args);
   const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
+    const before = client.clientId?.();
     const reply = send();
     const acks = client.waitReplicas(replicas, timeout);
-    acks.catch(() => {}); // reported below, after the script's own error if it has one
-    return [await reply, await acks];
+    const after = client.clientId?.();
+    // Reported below, after the script's own error if it has one.
+    for (const pending of [before, acks, after]) pending?.catch(() => {});
+    const result = await reply;
+    const acknowledged = await acks;
+    const [first, last] = await Promise.all([before, after]);
+    return [result, first === last ? acknowledged : 0];
   };
   try {
     try {

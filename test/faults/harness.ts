@@ -257,11 +257,16 @@ export class FaultRig {
     const server = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(link.port), '--repl-diskless-sync-delay', '0'] });
     this.#extra.push(server);
     this.replica = { server, link };
-    // WAIT returns once the replica has acknowledged the write before it: the link is up.
+    // WAIT returns once the replica has acknowledged the write before it. Twice: a write made
+    // before the full sync is in the snapshot (its offset is 0, so WAIT counts the replica as soon
+    // as it is there); the second one, after it, proves that the stream flows.
     const primary = this.admin(0);
-    await primary.set(`${this.prefix}sync`, '1');
-    const acked = Number(await primary.call('WAIT', '1', '15000'));
-    if (acked !== 1) throw new Error('the replica did not sync within 15 s');
+    for (const round of ['1', '2']) {
+      await primary.set(`${this.prefix}sync`, round);
+      const acked = Number(await primary.call('WAIT', '1', '15000'));
+      if (acked !== 1) throw new Error('the replica did not sync within 15 s');
+    }
+    if ((await this.admin('replica').get(`${this.prefix}sync`)) !== '2') throw new Error('the replica acknowledged without the write');
   }
 
   /** Cuts the replication link (a partition between primary and replica): writes stop reaching the replica. */

@@ -17,7 +17,9 @@
  * - `retarget(port)`: new connections go to another server, open ones are reset (a failover as
  *   Sentinel makes clients see it).
  *
- * It counts what it did, so a test can wait for a fault to take effect by observing it.
+ * It counts what it did, so a test can wait for a fault to take effect by observing it; it emits
+ * 'held' (direction) for each chunk it holds and 'forwarded' (direction, chunk) for each chunk it
+ * passes on at once.
  */
 import { EventEmitter } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -62,6 +64,7 @@ export class FaultProxy extends EventEmitter {
   #holdReplies = false;
   #resetRules: ResetRule[] = [];
   #dropMessages = false;
+  #recentReplies: Buffer[] = [];
   readonly counts: ProxyCounts = { connections: 0, resets: 0, heldChunks: 0, droppedMessages: 0 };
 
   private constructor(targetPort: number) {
@@ -227,6 +230,7 @@ export class FaultProxy extends EventEmitter {
     const target = direction === 'up' ? pipe.server : pipe.client;
     if (this.#latency <= 0 && pipe.due[direction] <= performance.now()) {
       target.write(chunk);
+      this.#forwarded(direction, chunk);
       return;
     }
     // Keep the order: a chunk is never delivered before one that came earlier the same way.
@@ -235,6 +239,27 @@ export class FaultProxy extends EventEmitter {
     setTimeout(() => {
       if (!pipe.closed) target.write(chunk);
     }, at - performance.now());
+  }
+
+  #forwarded(direction: Direction, chunk: Buffer): void {
+    if (direction === 'down') this.#recentReplies = [...this.#recentReplies.slice(-31), chunk];
+    this.emit('forwarded', direction, chunk);
+  }
+
+  /**
+   * Resolves once a server-to-client chunk passed on at once contains `text` (one of the last 32
+   * such chunks, or a later one): a reply on its way to the client.
+   */
+  replySeen(text: string): Promise<void> {
+    if (this.#recentReplies.some((chunk) => chunk.includes(text))) return Promise.resolve();
+    return new Promise((resolve) => {
+      const onChunk = (direction: Direction, chunk: Buffer): void => {
+        if (direction !== 'down' || !chunk.includes(text)) return;
+        this.off('forwarded', onChunk);
+        resolve();
+      };
+      this.on('forwarded', onChunk);
+    });
   }
 
   #flushAll(): void {

@@ -102,6 +102,36 @@ describe('fault suite, failover after the link was cut under a renewing holder',
   });
 });
 
+describe('fault suite, failover while an acknowledged acquire waits for its WAIT', () => {
+  it('the WAIT that the client sends again after reconnecting to the new primary does not count as acknowledging the acquire', async () => {
+    // Found by the soak (seed 211474302, segment 8): the acquire ran on the old primary and its
+    // reply came back, its WAIT was pending (the link cut) when the failover reset the connection;
+    // ioredis sent the WAIT again on the new connection, where it covers no write, and the new
+    // primary's replica answered it: a lease marked replicated that the new primary never had.
+    rig = await FaultRig.start({ replica: true });
+    rig.cutReplica();
+    // Its wait outlasts the WAIT's timeout, so that the acquire is still waiting at the failover.
+    const a = await rig.spawnWorker('a', { ttl: 4_000, wait: 5_000, hold: 1_000, rounds: 1, replication: { replicas: 1, timeout: 3_000 } });
+    // The acquire script's reply ({1, fence}) is on its way to a: its WAIT now waits (up to 3 s)
+    // for a replica that cannot answer.
+    await a.proxies[0]!.replySeen('*2\r\n:1\r\n:');
+    await rig.failover();
+    await rig.addReplica();
+    const outcome = await rig.history.waitFor((e) => e.p === 'a' && (e.ev === 'granted' || e.ev === 'failed'), 10_000, 'a to settle');
+    await rig.spawnWorker('b', { ttl: 4_000, wait: 5_000, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+
+    expect(outcome.ev).toBe('failed');
+    expect(outcome.code).toBe('NOT_REPLICATED');
+    const s = summarize(rig);
+    expect(s.acquisitions).toBe(1);
+    expect(s.overlaps).toEqual([]);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+  });
+});
+
 describe('fault suite, lock keys evicted under maxmemory', () => {
   for (const policy of ['allkeys-lru', 'volatile-lru']) {
     it(`${policy}: the warning is emitted at start; the lock key is evicted while held, the checker sees the overlap, and the fenced resource refuses the stale write`, async () => {
