@@ -329,13 +329,14 @@ export class FaultRig {
     const value = 'x'.repeat(options.size ?? 32_768);
     this.history.note('fault', { kind: 'evict', node: index });
     let evicted = false;
-    for (let i = 0; i < (options.maxWrites ?? 4_000) && !evicted; i++) {
+    let writes = 0;
+    while (writes < (options.maxWrites ?? 4_000) && !evicted) {
       // A write refused (OOM) when nothing more can be evicted ends the fill.
-      const ok = await admin.set(`${this.prefix}filler:${i}`, value, 'PX', 60_000).then(() => true, () => false);
+      const ok = await admin.set(`${this.prefix}filler:${writes++}`, value, 'PX', 60_000).then(() => true, () => false);
       evicted = (await admin.exists(until)) === 0;
       if (!ok) break;
     }
-    this.history.note('heal', { kind: 'evict', node: index, evicted });
+    this.history.note('heal', { kind: 'evict', node: index, evicted, writes });
     return evicted;
   }
 
