@@ -33,10 +33,11 @@ export async function runScript(
  * one round trip plus the replication wait, not two round trips. Resolves to the script's reply
  * and the number of replicas that acknowledged its writes.
  *
- * `CLIENT ID` before the script and after the WAIT proves that both ran on one connection: a
- * driver that reconnects re-sends the commands still unanswered (ioredis does), and a WAIT sent
- * again on a new connection, maybe to a new primary after a failover, covers no write of the
- * script and may be answered at once. Then the acknowledgements count as 0.
+ * The connection's identity (the server's run_id and the CLIENT ID) before the script and after
+ * the WAIT proves that both ran on one connection: a driver that reconnects re-sends the commands
+ * still unanswered (ioredis does), and a WAIT sent again on a new connection, maybe to a new
+ * primary after a failover, covers no write of the script and may be answered at once. Then the
+ * acknowledgements count as 0.
  */
 export async function runScriptReplicated(
   client: ScriptClient,
@@ -48,10 +49,10 @@ export async function runScriptReplicated(
 ): Promise<[unknown, number]> {
   checkArity(script, keys, args);
   const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
-    const before = client.clientId?.();
+    const before = client.connectionId?.();
     const reply = send();
     const acks = client.waitReplicas(replicas, timeout);
-    const after = client.clientId?.();
+    const after = client.connectionId?.();
     // Reported below, after the script's own error if it has one.
     for (const pending of [before, acks, after]) pending?.catch(() => {});
     const result = await reply;
