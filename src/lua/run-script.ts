@@ -37,7 +37,7 @@ export async function runScript(
  * the WAIT proves that both ran on one connection: a driver that reconnects re-sends the commands
  * still unanswered (ioredis does), and a WAIT sent again on a new connection, maybe to a new
  * primary after a failover, covers no write of the script and may be answered at once. Then the
- * acknowledgements count as 0.
+ * acknowledgements count as 0. (When the identity cannot be read, the check is skipped.)
  */
 export async function runScriptReplicated(
   client: ScriptClient,
@@ -49,16 +49,17 @@ export async function runScriptReplicated(
 ): Promise<[unknown, number]> {
   checkArity(script, keys, args);
   const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
-    const before = client.connectionId?.();
+    // An identity that cannot be read (INFO refused by an ACL: `-@dangerous`) skips the check.
+    const identity = (): Promise<string | undefined> | undefined => client.connectionId?.().catch(() => undefined);
+    const before = identity();
     const reply = send();
     const acks = client.waitReplicas(replicas, timeout);
-    const after = client.connectionId?.();
-    // Reported below, after the script's own error if it has one.
-    for (const pending of [before, acks, after]) pending?.catch(() => {});
+    const after = identity();
+    acks.catch(() => {}); // reported below, after the script's own error if it has one
     const result = await reply;
     const acknowledged = await acks;
     const [first, last] = await Promise.all([before, after]);
-    return [result, first === last ? acknowledged : 0];
+    return [result, first === undefined || last === undefined || first === last ? acknowledged : 0];
   };
   try {
     try {

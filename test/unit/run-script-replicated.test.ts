@@ -8,7 +8,7 @@ import { connectionIdOf, type ScriptClient } from '../../src/client/script-clien
 import { extendScript } from '../../src/lua/scripts.generated.js';
 import { runScriptReplicated } from '../../src/lua/run-script.js';
 
-function fakeClient(ids: readonly string[], acks: number): ScriptClient {
+function fakeClient(ids: ReadonlyArray<string | Error>, acks: number): ScriptClient {
   const queue = [...ids];
   return {
     driver: 'ioredis',
@@ -16,7 +16,11 @@ function fakeClient(ids: readonly string[], acks: number): ScriptClient {
     evalsha: async () => 1,
     eval: async () => 1,
     waitReplicas: async () => acks,
-    connectionId: async () => queue.shift()!,
+    connectionId: async () => {
+      const id = queue.shift()!;
+      if (id instanceof Error) throw id;
+      return id;
+    },
     scan: async () => [],
     createSubscriber: async () => {
       throw new Error('not used');
@@ -36,6 +40,11 @@ describe('replica acknowledgement over a reconnect', () => {
     // Two servers number their clients alike: client 7 on the old primary and on the new one.
     expect(await run(fakeClient(['r1:7', 'r2:7'], 1))).toEqual([1, 0]);
     expect(await run(fakeClient(['r1:7', 'r1:9'], 1))).toEqual([1, 0]);
+  });
+
+  it('skips the check when the identity cannot be read (INFO refused by an ACL)', async () => {
+    const refused = new Error("NOPERM User locker has no permissions to run the 'info' command");
+    expect(await run(fakeClient([refused, refused], 1))).toEqual([1, 1]);
   });
 
   it('reads the identity from INFO server and CLIENT ID replies', () => {
