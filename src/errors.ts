@@ -182,17 +182,23 @@ export class ReplicationError extends LockError {
   readonly key: string;
   readonly requested: number;
   readonly acknowledged: number;
-  constructor(key: string, requested: number, acknowledged: number, timeout: number) {
+  /** What was not acknowledged: an acquire (the lock was released again) or an extend (the lease keeps its previous validity). */
+  readonly operation: 'acquire' | 'extend';
+  constructor(key: string, requested: number, acknowledged: number, timeout: number, operation: 'acquire' | 'extend' = 'acquire') {
     super(
       'NOT_REPLICATED',
-      `Acquire of lock "${key}" was acknowledged by ${acknowledged} of the ${requested} replica(s) asked for within ${timeout} ms, ` +
-        'so it was released. Check the replicas (INFO replication), raise replication.timeout, ' +
-        "or use shortfall: 'accept' to get a lease marked replicated: false.",
+      operation === 'acquire'
+        ? `Acquire of lock "${key}" was acknowledged by ${acknowledged} of the ${requested} replica(s) asked for within ${timeout} ms, ` +
+            'so it was released. Check the replicas (INFO replication), raise replication.timeout, ' +
+            "or use shortfall: 'accept' to get a lease marked replicated: false."
+        : `Extend of lock "${key}" was acknowledged by ${acknowledged} of the ${requested} replica(s) asked for within ${timeout} ms, ` +
+            'so the lease keeps its previous validity (a replica promoted now would expire it then). Check the replicas (INFO replication).',
     );
     this.name = 'ReplicationError';
     this.key = key;
     this.requested = requested;
     this.acknowledged = acknowledged;
+    this.operation = operation;
   }
 }
 

@@ -21,7 +21,10 @@ export type {
   RenewedEvent,
   RenewFailedEvent,
   QuorumFailedEvent,
+  EvictionPolicyEvent,
 } from './observe/types.js';
+export { checkEvictionPolicy } from './backend/eviction-policy.js';
+export type { EvictionPolicyReport } from './backend/eviction-policy.js';
 export { Lease } from './lease/lease.js';
 export { MultiLease } from './multi-lease.js';
 export type { LeaseState } from './lease/lease.js';

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { AcquireReply, Backend, FencedValue, Inbox, OwnershipReply } from './backend/backend.js';
 import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-store.js';
 import { redisBackend, type Replication } from './backend/redis-backend.js';
+import type { EvictionPolicyReport } from './backend/eviction-policy.js';
 import { compatBackend } from './backend/compat-backend.js';
 import { redlockBackend } from './backend/redlock-backend.js';
 import { adaptClient, addressOf, connectUrl } from './client/detect.js';
@@ -219,8 +220,15 @@ export function createLocks(options?: LocksOptions): Locks {
     holder: checkHolder(o.holder),
     reentrant: o.reentrant === undefined ? false : checkBoolean(o.reentrant, 'reentrant'),
   };
-  const backend = chooseBackend(o, settings.prefix);
-  return new LockManager(backend, settings, createObserver(o, settings.prefix, backend.name));
+  // The eviction-policy check runs only when someone would hear its warning; its reply comes
+  // after createLocks returns, so `late.observer` is set by then.
+  const late: { observer?: Observer | undefined } = {};
+  const hooks = o.hooks as { evictionPolicy?: unknown } | undefined;
+  const onEviction: EvictionWarning | undefined =
+    o.logger !== undefined || hooks?.evictionPolicy !== undefined ? (report, node) => late.observer?.evictionPolicy(report, node) : undefined;
+  const backend = chooseBackend(o, settings.prefix, onEviction);
+  late.observer = createObserver(o, settings.prefix, backend.name);
+  return new LockManager(backend, settings, late.observer);
 }
 
 function checkBoolean(value: unknown, option: string): boolean {
@@ -284,7 +292,10 @@ function checkCount(value: unknown, option: string, min: number, expected?: stri
   return value;
 }
 
-function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
+/** Reports a server's eviction policy (node: a Redlock node's label). */
+type EvictionWarning = (report: EvictionPolicyReport, node?: string) => void;
+
+function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEviction?: EvictionWarning): Backend {
   const given = (['redis', 'url', 'redlock', 'memory'] as const).filter((name) => o[name] !== undefined);
   if (given.length > 1) {
     throw new InvalidOptionError(given.join(' and '), 'only one of "redis", "url", "redlock" or "memory"', `${given.length} of them`);
@@ -297,8 +308,9 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
   if (replication && o.redis === undefined && o.url === undefined) {
     throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
   }
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication });
-  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication });
+  const onEvictionPolicy = onEviction && ((report: EvictionPolicyReport) => onEviction(report));
+  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy });
+  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy });
   if (o.redlock !== undefined) {
     const nodes = checkRedlockNodes(o.redlock);
     const nodeTimeout = o.nodeTimeout === undefined ? undefined : checkCount(o.nodeTimeout, 'nodeTimeout', 1);
@@ -306,7 +318,7 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string): Backend {
       nodes.map((node, i) => {
         const label = `node ${i}${addressOf(node) ? ` (${addressOf(node)})` : ''}`;
         const client = typeof node === 'string' ? connectChecked(node, `redlock[${i}]`) : adaptClient(node, `redlock[${i}]`);
-        return redisBackend(client, prefix, { wake: true, label });
+        return redisBackend(client, prefix, { wake: true, label, onEvictionPolicy: onEviction && ((report) => onEviction(report, label)) });
       }),
       { nodeTimeout },
     );

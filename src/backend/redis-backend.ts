@@ -18,6 +18,7 @@ import {
   semaphoreReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
 
@@ -38,6 +39,8 @@ export interface RedisBackendOptions {
   readonly label?: string;
   /** Replica acknowledgement of every acquire (implies wake mode: no grant or hand-off escapes the WAIT). */
   readonly replication?: Replication | undefined;
+  /** Called once with the server's eviction policy, read when the client is first ready (see eviction-policy.ts). */
+  readonly onEvictionPolicy?: ((report: EvictionPolicyReport) => void) | undefined;
 }
 
 /** `WAIT replicas timeout` after each acquire; see {@link LocksOptions.replication}. */
@@ -83,6 +86,12 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       throw new BackendError('connect', error instanceof Error ? error.message : String(error), { cause: error });
     }
   };
+  const onPolicy = options.onEvictionPolicy;
+  if (onPolicy) {
+    // Off the lock path: nothing waits for it, and it never fails a lock.
+    const reading = pending ? pending.then(readEvictionPolicy, () => undefined) : readEvictionPolicy(ready!);
+    void reading.then((report) => report && onPolicy(report)).catch(() => {});
+  }
   const inboxes = inboxPrefix(prefix);
   const inboxCloser = trackInboxes();
   /** Where a release (or a semaphore script) tells a waiter: the inbox prefix, and "1" to SPUBLISH (Cluster). */
@@ -153,8 +162,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async extend(keys, token, ttl) {
       const script = keys.semaphore ? semaphoreExtendScript : extendScript;
-      const reply = await runScript(ready ?? (await connect()), script, [keys.lock, keys.holder], [token, String(ttl)]);
-      return ownership(asInteger(reply, script), 'extend');
+      const client = ready ?? (await connect());
+      if (!replication) return ownership(asInteger(await runScript(client, script, [keys.lock, keys.holder], [token, String(ttl)]), script), 'extend');
+      // An extension the replicas did not acknowledge must not lengthen the lease: a replica
+      // promoted now would expire the key on the older TTL while the holder counted the newer one.
+      const [reply, acks] = await runScriptReplicated(client, script, [keys.lock, keys.holder], [token, String(ttl)], replication.replicas, replication.timeout);
+      const result = ownership(asInteger(reply, script), 'extend');
+      if (result === 'ok' && acks < replication.replicas && replication.shortfall === 'fail') {
+        throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout, 'extend');
+      }
+      return result;
     },
     async raiseFence(keys, fence, ttl) {
       const px = String(ttl + FENCE_RETENTION);

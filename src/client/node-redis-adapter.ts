@@ -1,4 +1,4 @@
-import { quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { connectionIdOf, quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -54,6 +54,12 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
+    configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
+    connectionId: async () => {
+      const send = client.sendCommand as (args: string[]) => Promise<unknown>;
+      const [info, id] = await Promise.all([send(['INFO', 'server']), send(['CLIENT', 'ID'])]);
+      return connectionIdOf(info, id);
+    },
     scan: async (match) => {
       const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
       const pages = await Promise.all(

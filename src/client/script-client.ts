@@ -17,6 +17,18 @@ export interface ScriptClient {
    * pipelined with it and covers its writes.
    */
   waitReplicas(replicas: number, timeout: number): Promise<number>;
+  /**
+   * Which connection the command ran on: the server's `run_id` (INFO server) and the connection's
+   * `CLIENT ID` (unique on one server only: two servers number their clients alike), sent back to
+   * back. Pipelined around a script and its WAIT, it tells whether they ran on one connection (see
+   * runScriptReplicated). Optional: without it the check is skipped.
+   */
+  connectionId?(): Promise<string>;
+  /**
+   * CONFIG GET `parameter`: the raw reply (a flat array, or a map on RESP3). Optional: a client
+   * without it skips the start-up eviction-policy check.
+   */
+  configGet?(parameter: string): Promise<unknown>;
   /** SCAN for keys matching `match` (on a cluster: on every master), all pages. */
   scan(match: string): Promise<string[]>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
@@ -34,6 +46,12 @@ export interface SubscriberConnection {
   /** Called when the connection is ready again after a reconnect: messages may have been missed meanwhile. */
   onReconnect(listener: () => void): void;
   close(): Promise<void>;
+}
+
+/** `run_id:client id` from the replies to INFO server and CLIENT ID (see {@link ScriptClient.connectionId}). */
+export function connectionIdOf(info: unknown, clientId: unknown): string {
+  const runId = /run_id:([0-9a-f]+)/.exec(String(info))?.[1] ?? '?';
+  return `${runId}:${String(clientId)}`;
 }
 
 /** True when a driver error is Redis's NOSCRIPT reply. */

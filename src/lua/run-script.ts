@@ -35,6 +35,12 @@ function scriptError(script: LuaScript, keys: readonly string[], error: unknown)
  * Runs a script and, pipelined right behind it on the same connection, `WAIT replicas timeout`:
  * one round trip plus the replication wait, not two round trips. Resolves to the script's reply
  * and the number of replicas that acknowledged its writes.
+ *
+ * The connection's identity (the server's run_id and the CLIENT ID) before the script and after
+ * the WAIT proves that both ran on one connection: a driver that reconnects re-sends the commands
+ * still unanswered (ioredis does), and a WAIT sent again on a new connection, maybe to a new
+ * primary after a failover, covers no write of the script and may be answered at once. Then the
+ * acknowledgements count as 0. (When the identity cannot be read, the check is skipped.)
  */
 export async function runScriptReplicated(
   client: ScriptClient,
@@ -46,10 +52,17 @@ export async function runScriptReplicated(
 ): Promise<[unknown, number]> {
   checkArity(script, keys, args);
   const run = async (send: () => Promise<unknown>): Promise<[unknown, number]> => {
+    // An identity that cannot be read (INFO refused by an ACL: `-@dangerous`) skips the check.
+    const identity = (): Promise<string | undefined> | undefined => client.connectionId?.().catch(() => undefined);
+    const before = identity();
     const reply = send();
     const acks = client.waitReplicas(replicas, timeout);
+    const after = identity();
     acks.catch(() => {}); // reported below, after the script's own error if it has one
-    return [await reply, await acks];
+    const result = await reply;
+    const acknowledged = await acks;
+    const [first, last] = await Promise.all([before, after]);
+    return [result, first === undefined || last === undefined || first === last ? acknowledged : 0];
   };
   try {
     try {

@@ -17,7 +17,8 @@ import type { QuorumOutcome } from '../backend/quorum.js';
 import { now } from '../clock.js';
 import { ClosedError, InvalidOptionError, LeaseLostError, LockAbortedError, LockError, LockTimeoutError, QuorumError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
-import type { AcquiredEvent, AcquireOutcome, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ObservabilityOptions, ReleasedEvent } from './types.js';
+import type { EvictionPolicyReport } from '../backend/eviction-policy.js';
+import type { AcquiredEvent, AcquireOutcome, EvictionPolicyEvent, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ObservabilityOptions, ReleasedEvent } from './types.js';
 
 /** The instrumentation scope of latchkey's meters and tracers. */
 const SCOPE = 'latchkey';
@@ -25,7 +26,7 @@ const SCOPE = 'latchkey';
 /** Bucket boundaries of the duration histograms, in seconds: 0.5 ms to a minute. */
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
-const HOOK_NAMES = ['acquired', 'acquireFailed', 'released', 'lost', 'renewed', 'renewFailed', 'quorumFailed'] as const;
+const HOOK_NAMES = ['acquired', 'acquireFailed', 'released', 'lost', 'renewed', 'renewFailed', 'quorumFailed', 'evictionPolicy'] as const;
 const LOGGER_METHODS = ['debug', 'info', 'warn', 'error'] as const;
 
 /** One acquire being watched: made when it starts, finished with its outcome. */
@@ -379,6 +380,23 @@ export class Observer {
     const group = this.#group(key);
     if (group !== undefined) attributes['latchkey.key.group'] = group;
     return attributes;
+  }
+
+  /** The start-up check of a server's eviction policy came back: a warning when it can evict lock keys. */
+  evictionPolicy(report: EvictionPolicyReport, node: string | undefined): void {
+    if (!report.evictsLockKeys || report.policy === null) return;
+    const event: EvictionPolicyEvent = {
+      prefix: this.#prefix,
+      backend: this.#backend,
+      ...(node === undefined ? {} : { node }),
+      policy: report.policy,
+      maxmemory: report.maxmemory,
+    };
+    this.#logger?.warn(
+      { latchkey: 'evictionPolicy', ...event },
+      `latchkey: Redis${node === undefined ? '' : ` ${node}`} has maxmemory-policy ${report.policy}, which can evict lock keys and let a second holder in; use noeviction (docs/operations.md, "Eviction")`,
+    );
+    if (this.#hooks?.evictionPolicy) this.#call('evictionPolicy', this.#hooks.evictionPolicy, event);
   }
 
   #base(kind: LockKind, key: string): LockEventBase {

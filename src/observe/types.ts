@@ -108,6 +108,25 @@ export interface QuorumFailedEvent extends LockEventBase {
 }
 
 /**
+ * At start, the Redis server's `maxmemory-policy` was found to evict keys with an expiry (any
+ * `volatile-*` or `allkeys-*` policy): under memory pressure Redis can delete a lock key while its
+ * holder still counts its lease valid, and a second holder gets the lock. See docs/operations.md,
+ * "Eviction". Reported once per server a manager connects to.
+ */
+export interface EvictionPolicyEvent {
+  /** The manager's key prefix. */
+  readonly prefix: string;
+  /** The manager's backend, as `locks.backend` names it. */
+  readonly backend: string;
+  /** Which server, on Redlock (`node 1 (127.0.0.1:6380)`); absent for a single Redis. */
+  readonly node?: string;
+  /** The server's `maxmemory-policy`, e.g. `allkeys-lru`. */
+  readonly policy: string;
+  /** The server's `maxmemory` in bytes (0: no limit set yet, so nothing is evicted until one is), or null if unread. */
+  readonly maxmemory: number | null;
+}
+
+/**
  * Functions latchkey calls as things happen (option `hooks` of `createLocks`), each with a plain
  * object describing the event. They are called synchronously and should return quickly; one that
  * throws is reported to the `logger` (as a warning) and otherwise ignored: a hook can never break
@@ -128,6 +147,12 @@ export interface LockHooks {
   readonly renewFailed?: (event: RenewFailedEvent) => void;
   /** Redlock reached no quorum. */
   readonly quorumFailed?: (event: QuorumFailedEvent) => void;
+  /**
+   * At start: a server's `maxmemory-policy` can evict lock keys. Giving this hook (or a `logger`,
+   * which gets the same as a warning) makes the manager read the policy with `CONFIG GET` once per
+   * server; a refused `CONFIG GET` (ACLs, managed services) skips the check silently.
+   */
+  readonly evictionPolicy?: (event: EvictionPolicyEvent) => void;
 }
 
 /**

@@ -9,12 +9,16 @@ import {
   fenceOrderViolations,
   fencedWrites,
   grants,
+  handoffs,
   lostUpdates,
   overlaps,
   recoveries,
+  staleOperations,
   unsettledAcquires,
+  type Handoff,
   type Overlap,
   type Recovery,
+  type StaleOperation,
   type Unsettled,
   type WriteReport,
 } from './checkers.js';
@@ -28,6 +32,9 @@ export interface Summary {
   readonly lostUpdates: number;
   readonly unsettled: Unsettled[];
   readonly recoveries: Recovery[];
+  /** Releases and extensions that reported success but acted on another holder's lock (or past their own validity). */
+  readonly staleOperations: StaleOperation[];
+  readonly handoffs: Handoff[];
   readonly faults: Record<string, number>;
 }
 
@@ -44,6 +51,8 @@ export function summarize(rig: FaultRig): Summary {
     lostUpdates: lostUpdates(h),
     unsettled: unsettledAcquires(h, SETTLE_SLACK),
     recoveries: recoveries(h),
+    staleOperations: staleOperations(h),
+    handoffs: handoffs(h),
     faults: faultCounts(h),
   };
 }

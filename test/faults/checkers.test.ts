@@ -3,7 +3,7 @@
  * test that asserts "nothing found" can fail.
  */
 import { describe, expect, it } from 'vitest';
-import { fenceOrderViolations, fencedWrites, grants, lostUpdates, overlaps, recoveries, unsettledAcquires } from './checkers.js';
+import { fenceOrderViolations, fencedWrites, grants, handoffs, lostUpdates, overlaps, recoveries, staleOperations, unsettledAcquires } from './checkers.js';
 import type { HistoryEvent } from './harness.js';
 
 const ms = (value: number): bigint => BigInt(value) * 1_000_000n;
@@ -75,5 +75,49 @@ describe('fault checkers', () => {
     const [recovery] = recoveries(history);
     expect(recovery!.next?.p).toBe('b');
     expect(recovery!.afterValidity).toBe(80);
+  });
+
+  it('see a stale holder release or extend another holder\'s lock, and not a release before the next grant', () => {
+    // a's validity ran out at 100; b was granted at 150; a's release sent at 200 reported success.
+    const released = [grant(0, 'a', 1, 100), grant(150, 'b', 2, 100), e(200, 'a', 'release-sent', { fence: 1 }), e(201, 'a', 'released', { fence: 1 })];
+    const [stale] = staleOperations(released);
+    expect(stale).toMatchObject({ p: 'a', op: 'release', why: 'after-another-grant' });
+    expect(stale!.other?.p).toBe('b');
+    // The same release refused (LEASE_LOST) is no violation; nor is a release sent before b's grant
+    // (a hand-off grants the lock after the release).
+    expect(staleOperations([...released.slice(0, 3), e(201, 'a', 'release-failed', { fence: 1 })])).toEqual([]);
+    const handedOff = [grant(0, 'a', 1, 100), e(50, 'a', 'release-sent', { fence: 1 }), e(52, 'a', 'released', { fence: 1 }), grant(53, 'b', 2, 100)];
+    expect(staleOperations(handedOff)).toEqual([]);
+    // An extension sent after b's grant that reported success (a new validity).
+    const extended = [grant(0, 'a', 1, 100), grant(150, 'b', 2, 100), e(160, 'a', 'valid', { fence: 1, validUntil: ms(260), sent: ms(160) })];
+    expect(staleOperations(extended)).toMatchObject([{ p: 'a', op: 'extend', why: 'after-another-grant' }]);
+    // An extension sent after its own validity ended, even with nobody else granted.
+    const late = [grant(0, 'a', 1, 100), e(130, 'a', 'valid', { fence: 1, validUntil: ms(230), sent: ms(120) })];
+    expect(staleOperations(late)).toMatchObject([{ op: 'extend', why: 'after-own-validity' }]);
+    // Within its validity, and chained: each extension counts from the last validity end.
+    const chained = [
+      grant(0, 'a', 1, 100),
+      e(40, 'a', 'valid', { fence: 1, validUntil: ms(135), sent: ms(35) }),
+      e(125, 'a', 'valid', { fence: 1, validUntil: ms(225), sent: ms(120) }),
+    ];
+    expect(staleOperations(chained)).toEqual([]);
+  });
+
+  it('measure how long a waiter waited after the lock was freed', () => {
+    const history = [
+      grant(0, 'a', 1, 5_000),
+      e(10, 'b', 'requested', { n: 0 }),
+      e(300, 'a', 'release-sent', { fence: 1 }),
+      grant(900, 'b', 2, 5_000),
+      e(1_000, 'c', 'requested', { n: 0 }),
+      e(1_200, 'b', 'release-sent', { fence: 2 }),
+      grant(1_210, 'c', 3, 5_000),
+    ];
+    expect(handoffs(history).map((h) => [h.from.p, h.to.p, h.ms])).toEqual([
+      ['a', 'b', 600],
+      ['b', 'c', 10],
+    ]);
+    // A process that asked only after the lock was free did not wait for it.
+    expect(handoffs([grant(0, 'a', 1, 100), e(40, 'a', 'release-sent'), e(50, 'b', 'requested'), grant(60, 'b', 2, 100)])).toEqual([]);
   });
 });

@@ -186,6 +186,89 @@ export function recoveries(history: readonly HistoryEvent[]): Recovery[] {
     });
 }
 
+export interface StaleOperation {
+  /** The holder whose release or extend reported success. */
+  readonly p: string;
+  readonly n: number;
+  readonly fence: number;
+  /** When the holder was granted the lease the operation was on (ns). */
+  readonly granted: bigint;
+  readonly op: 'release' | 'extend';
+  /** When it was sent (ns). */
+  readonly sent: bigint;
+  /** Why it is stale: another holder was granted the lock before it was sent, or it was sent after its own validity. */
+  readonly why: 'after-another-grant' | 'after-own-validity';
+  /** The other holder's grant, for 'after-another-grant'. */
+  readonly other?: Grant;
+}
+
+/**
+ * (f) A stale holder never releases or extends another's lock. Every release that reported success
+ * (`released`, sent at `release-sent`) and every extension (`valid`, sent at its `sent`) must have
+ * been sent before any later holder was granted the lock: that grant was executed by Redis before
+ * the operation was, so the lock held the other holder's token, and an operation that matched it
+ * acted on the other's lock. (A release that hands the lock to a waiter grants it after the
+ * release was sent, so it is not counted.) An extension must also be sent within the holder's own
+ * validity (the watchdog never extends a lease it counts expired); `toleranceMs` covers the
+ * worker's rounding of `sent`.
+ */
+export function staleOperations(history: readonly HistoryEvent[], toleranceMs = 2): StaleOperation[] {
+  const list = grants(history);
+  const found: StaleOperation[] = [];
+  const tolerance = nsFromMs(toleranceMs);
+  for (const g of list) {
+    const mine = (e: HistoryEvent): boolean => e.p === g.p && e.n === g.n && e.t >= g.granted;
+    const ops: Array<{ op: 'release' | 'extend'; sent: bigint; validBefore?: bigint }> = [];
+    if (history.some((e) => e.ev === 'released' && mine(e))) {
+      const sent = history.find((e) => e.ev === 'release-sent' && mine(e));
+      if (sent) ops.push({ op: 'release', sent: sent.t });
+    }
+    let valid = history.find((e) => e.ev === 'granted' && e.p === g.p && e.n === g.n)?.validUntil ?? g.validUntil;
+    for (const e of history) {
+      if (e.ev !== 'valid' || !mine(e) || e.sent === undefined) continue;
+      const sent = BigInt(e.sent as string | bigint);
+      ops.push({ op: 'extend', sent, validBefore: valid });
+      if (e.validUntil !== undefined && e.validUntil > valid) valid = e.validUntil;
+    }
+    for (const o of ops) {
+      const other = list.find((x) => x.p !== g.p && x.granted > g.granted && x.granted < o.sent);
+      if (other) found.push({ p: g.p, n: g.n, fence: g.fence, granted: g.granted, op: o.op, sent: o.sent, why: 'after-another-grant', other });
+      else if (o.validBefore !== undefined && o.sent > o.validBefore + tolerance) {
+        found.push({ p: g.p, n: g.n, fence: g.fence, granted: g.granted, op: o.op, sent: o.sent, why: 'after-own-validity' });
+      }
+    }
+  }
+  return found;
+}
+
+export interface Handoff {
+  /** The holder whose lease ended, and how. */
+  readonly from: Grant;
+  /** The next grant, to a process that was already waiting when `from` ended. */
+  readonly to: Grant;
+  /** ms from the end of `from` (its release, loss, death or validity end) to the grant of `to`. */
+  readonly ms: number;
+}
+
+/**
+ * (g) How long the lock stayed free while someone waited: for each lease that ended (released,
+ * lost, died or ran out), the next grant to another process whose request came before that end.
+ * A test asserts `ms` under the bound that the waiting design promises (a lost notification still
+ * wakes the waiter by its periodic re-check or the holder's remaining TTL).
+ */
+export function handoffs(history: readonly HistoryEvent[]): Handoff[] {
+  const list = grants(history);
+  const found: Handoff[] = [];
+  for (const from of list) {
+    const to = list.find((g) => g.granted >= from.end && g.p !== from.p);
+    if (!to) continue;
+    const asked = history.find((e) => e.ev === 'requested' && e.p === to.p && e.n === to.n);
+    if (!asked || asked.t > from.end) continue;
+    found.push({ from, to, ms: ms(to.granted - from.end) });
+  }
+  return found;
+}
+
 /** Faults injected, by kind. */
 export function faultCounts(history: readonly HistoryEvent[]): Record<string, number> {
   const counts: Record<string, number> = {};

@@ -11,9 +11,15 @@
  * - `resetAll()`: every connection is reset (RST) at once;
  * - `resetOn(text, { forward })`: the next client-to-server chunk that contains `text` resets its
  *   connection, after forwarding the chunk to the server (`forward: true`: the command runs but its
- *   reply is lost) or without forwarding it (the command never runs).
+ *   reply is lost) or without forwarding it (the command never runs);
+ * - `dropMessages()` / `keepMessages()`: pub/sub messages pushed to a subscriber connection (one
+ *   that sent SUBSCRIBE or SSUBSCRIBE) are swallowed, everything else passes (a lost notification);
+ * - `retarget(port)`: new connections go to another server, open ones are reset (a failover as
+ *   Sentinel makes clients see it).
  *
- * It counts what it did, so a test can wait for a fault to take effect by observing it.
+ * It counts what it did, so a test can wait for a fault to take effect by observing it; it emits
+ * 'held' (direction) for each chunk it holds and 'forwarded' (direction, chunk) for each chunk it
+ * passes on at once.
  */
 import { EventEmitter } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
@@ -28,6 +34,8 @@ interface Pipe {
   /** The time (ms, monotonic) until which the last chunk of each direction is scheduled. */
   readonly due: Record<Direction, number>;
   closed: boolean;
+  /** The client sent SUBSCRIBE or SSUBSCRIBE on this connection. */
+  subscriber: boolean;
 }
 
 interface ResetRule {
@@ -40,10 +48,14 @@ export interface ProxyCounts {
   connections: number;
   resets: number;
   heldChunks: number;
+  droppedMessages: number;
 }
 
+/** A pushed pub/sub message in RESP2 (`message`, `smessage`, `pmessage`) or RESP3 (a `>` push). */
+const PUSHED_MESSAGE = /\$[78]\r\n[sp]?message\r\n/;
+
 export class FaultProxy extends EventEmitter {
-  readonly targetPort: number;
+  #targetPort: number;
   #server: Server | undefined;
   #port = 0;
   readonly #pipes = new Set<Pipe>();
@@ -51,11 +63,33 @@ export class FaultProxy extends EventEmitter {
   #blackHole = false;
   #holdReplies = false;
   #resetRules: ResetRule[] = [];
-  readonly counts: ProxyCounts = { connections: 0, resets: 0, heldChunks: 0 };
+  #dropMessages = false;
+  #recentReplies: Buffer[] = [];
+  readonly counts: ProxyCounts = { connections: 0, resets: 0, heldChunks: 0, droppedMessages: 0 };
 
   private constructor(targetPort: number) {
     super();
-    this.targetPort = targetPort;
+    this.#targetPort = targetPort;
+  }
+
+  /** The port of the server new connections go to. */
+  get targetPort(): number {
+    return this.#targetPort;
+  }
+
+  /** New connections go to `port` from now on; the open ones are reset. */
+  retarget(port: number): void {
+    this.#targetPort = port;
+    this.resetAll();
+  }
+
+  /** Swallows every pub/sub message pushed to a subscriber connection until `keepMessages()`. */
+  dropMessages(): void {
+    this.#dropMessages = true;
+  }
+
+  keepMessages(): void {
+    this.#dropMessages = false;
   }
 
   static async start(targetPort: number): Promise<FaultProxy> {
@@ -106,6 +140,7 @@ export class FaultProxy extends EventEmitter {
   /** Clears every fault: no latency, no black hole, no hold, no pending reset rule. */
   clear(): void {
     this.#latency = 0;
+    this.#dropMessages = false;
     for (const rule of this.#resetRules) rule.done(false);
     this.#resetRules = [];
     this.heal();
@@ -145,8 +180,8 @@ export class FaultProxy extends EventEmitter {
   }
 
   #accept(client: Socket): void {
-    const server = createConnection({ port: this.targetPort, host: '127.0.0.1', noDelay: true });
-    const pipe: Pipe = { client, server, held: { up: [], down: [] }, due: { up: 0, down: 0 }, closed: false };
+    const server = createConnection({ port: this.#targetPort, host: '127.0.0.1', noDelay: true });
+    const pipe: Pipe = { client, server, held: { up: [], down: [] }, due: { up: 0, down: 0 }, closed: false, subscriber: false };
     this.#pipes.add(pipe);
     this.counts.connections++;
     client.on('data', (chunk: Buffer) => this.#onChunk(pipe, 'up', chunk));
@@ -160,6 +195,12 @@ export class FaultProxy extends EventEmitter {
 
   #onChunk(pipe: Pipe, direction: Direction, chunk: Buffer): void {
     if (pipe.closed) return;
+    if (direction === 'up' && !pipe.subscriber && /s?subscribe/i.test(chunk.toString('latin1'))) pipe.subscriber = true;
+    if (direction === 'down' && this.#dropMessages && pipe.subscriber && PUSHED_MESSAGE.test(chunk.toString('latin1'))) {
+      this.counts.droppedMessages++;
+      this.emit('dropped');
+      return;
+    }
     if (direction === 'up') {
       const rule = this.#resetRules.find((r) => chunk.includes(r.text));
       if (rule) {
@@ -189,6 +230,7 @@ export class FaultProxy extends EventEmitter {
     const target = direction === 'up' ? pipe.server : pipe.client;
     if (this.#latency <= 0 && pipe.due[direction] <= performance.now()) {
       target.write(chunk);
+      this.#forwarded(direction, chunk);
       return;
     }
     // Keep the order: a chunk is never delivered before one that came earlier the same way.
@@ -197,6 +239,27 @@ export class FaultProxy extends EventEmitter {
     setTimeout(() => {
       if (!pipe.closed) target.write(chunk);
     }, at - performance.now());
+  }
+
+  #forwarded(direction: Direction, chunk: Buffer): void {
+    if (direction === 'down') this.#recentReplies = [...this.#recentReplies.slice(-31), chunk];
+    this.emit('forwarded', direction, chunk);
+  }
+
+  /**
+   * Resolves once a server-to-client chunk passed on at once contains `text` (one of the last 32
+   * such chunks, or a later one): a reply on its way to the client.
+   */
+  replySeen(text: string): Promise<void> {
+    if (this.#recentReplies.some((chunk) => chunk.includes(text))) return Promise.resolve();
+    return new Promise((resolve) => {
+      const onChunk = (direction: Direction, chunk: Buffer): void => {
+        if (direction !== 'down' || !chunk.includes(text)) return;
+        this.off('forwarded', onChunk);
+        resolve();
+      };
+      this.on('forwarded', onChunk);
+    });
   }
 
   #flushAll(): void {

@@ -14,10 +14,28 @@
 //   counter   key of the unfenced counter (read-modify-write: GET, hold, SET read + 1)
 //   ttl, wait, hold  ms; rounds (0: until killed); renew (watchdog); commandTimeout (ioredis, ms)
 //   idle      ms to rest between rounds (default 0); failIdle: after a failed acquire (default 20)
+//   replication  the createLocks option (replica acknowledgement), as given
+//   recheck   the createLocks option (a waiter's periodic re-check, ms)
+//   clockRate the rate of this process's monotonic clock as latchkey sees it (performance.now):
+//             0.9 runs 10% slow, like a holder whose clock drifts. Default 1. The history stays on
+//             the true clock: a validity end is reported as the true time at which this process's
+//             clock reaches it (when the holder believes its lease ends).
+// SIGUSR2 makes the wall clock (Date.now) jump: to +1 h, then to -1 h, then to +1 h, … (a clock
+// step by NTP or an operator); the event 'clock-jump' records it.
+// Warnings of the manager's logger are recorded as 'log' events (the eviction-policy warning, …).
 import { Redis } from 'ioredis';
 import { createLocks } from '../../dist/index.js';
 
 const config = JSON.parse(process.argv[2]);
+const clockRate = config.clockRate ?? 1;
+const realNow = performance.now.bind(performance);
+if (clockRate !== 1) {
+  const origin = realNow();
+  performance.now = () => origin + (realNow() - origin) * clockRate;
+}
+const realDateNow = Date.now;
+let dateOffset = 0;
+Date.now = () => realDateNow() + dateOffset;
 const { id, urls, resourceUrl, prefix, key, resource, counter, ttl, wait, hold } = config;
 const rounds = config.rounds ?? 0;
 const idle = config.idle ?? 0;
@@ -25,15 +43,29 @@ const idle = config.idle ?? 0;
 const emit = (ev, data = {}) => {
   process.stdout.write(`${JSON.stringify({ t: String(process.hrtime.bigint()), p: id, ev, ...data })}\n`);
 };
-/** A lease's validUntil (ms on performance.now()) as an hrtime in ns. */
-const toNs = (ms) => String(process.hrtime.bigint() + BigInt(Math.round((ms - performance.now()) * 1e6)));
+/** A lease's validUntil (ms on performance.now(), maybe drifting) as the true hrtime in ns at which that clock reaches it. */
+const toNs = (ms) => String(process.hrtime.bigint() + BigInt(Math.round(((ms - performance.now()) / clockRate) * 1e6)));
+/** The drift allowance latchkey takes off a lease (src/clock.ts driftFor, default driftFactor 0.01). */
+const drift = (ttl) => Math.ceil(ttl * 0.01) + 2;
+process.on('SIGUSR2', () => {
+  dateOffset = dateOffset > 0 ? -3_600_000 : 3_600_000;
+  emit('clock-jump', { offset: dateOffset });
+});
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const describe = (error) => ({ code: error?.code ?? error?.name ?? 'unknown', reason: error?.reason, message: String(error?.message ?? error).slice(0, 200) });
 
 const clientOptions = { lazyConnect: false, ...(config.commandTimeout ? { commandTimeout: config.commandTimeout } : {}) };
 const clients = urls.map((url) => new Redis(url, clientOptions));
 for (const client of clients) client.on('error', () => {}); // reconnects are the point; errors surface in calls
-const locks = createLocks(urls.length === 1 ? { redis: clients[0], prefix } : { redlock: clients, prefix });
+const log = (level) => (obj, msg) => emit('log', { level, latchkey: obj?.latchkey, policy: obj?.policy, msg: String(msg ?? '').slice(0, 200) });
+const logger = { debug: () => {}, info: () => {}, warn: log('warn'), error: log('error') };
+const locks = createLocks({
+  ...(urls.length === 1 ? { redis: clients[0] } : { redlock: clients }),
+  prefix,
+  logger,
+  ...(config.replication ? { replication: config.replication } : {}),
+  ...(config.recheck ? { recheck: config.recheck } : {}),
+});
 const resourceClient = new Redis(resourceUrl);
 const resourceLocks = createLocks({ redis: resourceClient, prefix: `${prefix}res:` });
 
@@ -49,7 +81,7 @@ for (let n = 0; rounds === 0 || n < rounds; n++) {
     continue;
   }
   const fence = lease.fence;
-  emit('granted', { n, fence, validUntil: toNs(lease.validUntil) });
+  emit('granted', { n, fence, validUntil: toNs(lease.validUntil), ...(lease.replicated === undefined ? {} : { replicated: lease.replicated }) });
   lease.signal.addEventListener('abort', () => {
     const reason = lease.signal.reason;
     if (reason?.code === 'LEASE_LOST') emit('lost', { n, fence, reason: reason.reason });
@@ -60,7 +92,8 @@ for (let n = 0; rounds === 0 || n < rounds; n++) {
     ? setInterval(() => {
         if (lease.state === 'held' && lease.validUntil !== reported) {
           reported = lease.validUntil;
-          emit('valid', { n, fence, validUntil: toNs(reported) });
+          // A renewal's validity counts from its send: validUntil = sent + ttl - drift.
+          emit('valid', { n, fence, validUntil: toNs(reported), sent: toNs(reported - ttl + drift(ttl)) });
         }
       }, Math.max(5, Math.floor(ttl / 10)))
     : undefined;

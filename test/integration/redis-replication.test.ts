@@ -124,6 +124,31 @@ describe('replica acknowledgement', () => {
     expect(missed).not.toBeNull(); // nobody was told they held it
   });
 
+  it("an extend the replica did not acknowledge rejects (NOT_REPLICATED) and leaves the lease's validity as it was; with shortfall 'accept' it extends", async () => {
+    const pair = await startPair();
+    const prefix = uniquePrefix();
+    // Generous: the acquires must be acknowledged on a busy machine; the extends then wait it out.
+    const strict = managerOn(pair.primary, { prefix, replication: { replicas: 1, timeout: 1000 } });
+    const lenient = managerOn(pair.primary, { prefix, replication: { replicas: 1, timeout: 1000, shortfall: 'accept' } });
+    const lease = await strict.acquire('renewed', { ttl: 10_000 });
+    const other = await lenient.acquire('renewed-too', { ttl: 10_000 });
+    const [before, otherBefore] = [lease.validUntil, other.validUntil];
+    pair.replica.pause();
+    try {
+      const error = await lease.extend(20_000).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ReplicationError);
+      expect(error).toMatchObject({ code: 'NOT_REPLICATED', operation: 'extend', acknowledged: 0, key: 'renewed' });
+      expect(lease.validUntil).toBe(before);
+      expect(lease.held).toBe(true);
+      await other.extend(20_000);
+      expect(other.validUntil).toBeGreaterThan(otherBefore);
+    } finally {
+      pair.replica.resume();
+    }
+    await lease.release();
+    await other.release();
+  });
+
   it('refuses the option where it does not apply, and bad values', () => {
     expect(() => createLocks({ replication: { replicas: 1 } })).toThrow(/only with "redis" or "url"/);
     const client = new Redis({ lazyConnect: true });

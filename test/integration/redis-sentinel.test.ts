@@ -1,7 +1,8 @@
 /**
- * Sentinel, through the client's own Sentinel support: a primary, a replica and one sentinel.
- * The primary dies; Sentinel promotes the replica; a lease acquired with replica acknowledgement
- * is still held on the new primary, and the watchdog renews it there.
+ * Sentinel, through the client's own Sentinel support: a primary, two replicas and one sentinel.
+ * The primary dies; Sentinel promotes a replica and moves the other one to it; a lease acquired
+ * with replica acknowledgement is still held on the new primary, and the watchdog renews it there
+ * (renewals are acknowledged too, so the new primary needs a replica of its own).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { freePort, RedisServer } from '../helpers/redis-server.js';
 
 let primary: RedisServer;
 let replica: RedisServer;
+let second: RedisServer;
 let sentinel: ChildProcess;
 let sentinelPort: number;
 const dir = mkdtempSync(join(tmpdir(), 'latchkey-sentinel-'));
@@ -32,10 +34,14 @@ async function until(check: () => Promise<boolean>, what: string, ms = 15_000): 
 
 beforeAll(async () => {
   primary = await RedisServer.start({ args: ['--repl-diskless-sync-delay', '0'] });
-  replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0'] });
-  const replicaRaw = rawClient(replica);
-  await until(async () => /master_link_status:up/.test(await replicaRaw.info('replication')), 'the replica to sync');
-  replicaRaw.disconnect();
+  // Two replicas: after the failover the new primary still has one, to acknowledge renewals.
+  const replicaArgs = { args: ['--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0'] };
+  [replica, second] = await Promise.all([RedisServer.start(replicaArgs), RedisServer.start(replicaArgs)]);
+  for (const server of [replica, second]) {
+    const raw = rawClient(server);
+    await until(async () => /master_link_status:up/.test(await raw.info('replication')), 'the replicas to sync');
+    raw.disconnect();
+  }
 
   sentinelPort = await freePort();
   const config = join(dir, 'sentinel.conf');
@@ -52,12 +58,13 @@ beforeAll(async () => {
     ].join('\n'),
   );
   sentinel = spawn('redis-server', [config, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  // Ready once it monitors the primary and has found the replica.
+  // Ready once it monitors the primary and has found both replicas.
   const lines = createInterface({ input: sentinel.stdout! });
   await new Promise<void>((resolve, reject) => {
     sentinel.once('exit', (code) => reject(new Error(`sentinel exited with ${code}`)));
+    let found = 0;
     lines.on('line', (line) => {
-      if (line.includes('+slave ')) resolve();
+      if (line.includes('+slave ') && ++found === 2) resolve();
     });
   });
   sentinel.stdout!.resume();
@@ -66,7 +73,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const step of cleanup.reverse()) await step().catch(() => {});
   sentinel?.kill('SIGKILL');
-  await Promise.all([primary?.stop(), replica?.stop()]);
+  await Promise.all([primary?.stop(), replica?.stop(), second?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -76,21 +83,23 @@ function viaSentinel(settings: Parameters<typeof createLocks>[0]): Locks {
 }
 
 describe('Sentinel', () => {
-  it('a lease acknowledged by the replica survives the failover, and its watchdog renews it on the new primary', async () => {
+  it('a lease acknowledged by a replica survives the failover, and its watchdog renews it on the new primary once its replica acknowledges', async () => {
     const prefix = uniquePrefix();
     const locks = viaSentinel({ prefix, replication: { replicas: 1, timeout: 2000 } });
-    const lease = await locks.acquire('deploy', { ttl: 8000, renew: { every: 500 } });
+    const lease = await locks.acquire('deploy', { ttl: 10_000, renew: { every: 500 } });
     expect(lease.replicated).toBe(true);
 
     await primary.kill();
     const ask = new Redis(sentinelPort, '127.0.0.1');
     cleanup.push(async () => ask.disconnect());
     await until(
-      async () => Number(((await ask.call('SENTINEL', 'get-master-addr-by-name', 'main')) as string[])[1]) === replica.port,
-      'Sentinel to promote the replica',
+      async () => [replica.port, second.port].includes(Number(((await ask.call('SENTINEL', 'get-master-addr-by-name', 'main')) as string[])[1])),
+      'Sentinel to promote a replica',
     );
 
-    // The watchdog's renewals reach the new primary through the client's own Sentinel support.
+    // The watchdog's renewals reach the new primary through the client's own Sentinel support,
+    // and lengthen the lease once the other replica, which Sentinel moves to the new primary,
+    // acknowledges them.
     const before = lease.validUntil;
     await until(async () => lease.validUntil > before + 400, 'a renewal on the new primary');
     expect(lease.held).toBe(true);

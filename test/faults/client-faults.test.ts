@@ -1,0 +1,156 @@
+/**
+ * The short tier, client faults: wall-clock jumps, a drifting monotonic clock (inside and beyond
+ * the drift allowance), a lost notification to a waiter, and connection resets in the middle of a
+ * watchdog's extend. Worker processes on the built package, the checkers over the history.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { driftFor } from '../../src/clock.js';
+import { extendScript } from '../../src/lua/scripts.generated.js';
+import { keepHistory, summarize } from './check.js';
+import { grants } from './checkers.js';
+import { FaultRig, type HistoryEvent } from './harness.js';
+
+let rig: FaultRig | undefined;
+
+afterEach(async (ctx) => {
+  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
+  await rig?.close();
+  rig = undefined;
+});
+
+const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) => (e: HistoryEvent) =>
+  e.p === p && e.ev === ev && extra(e);
+
+describe('fault suite, client clocks', () => {
+  for (const nodes of [1, 3]) {
+    it(`wall-clock jumps of an hour, forward and back, on both workers change nothing (${nodes === 1 ? 'single Redis' : 'Redlock over three'})`, async () => {
+      rig = await FaultRig.start({ nodes });
+      const ttl = 400;
+      const options = { ttl, wait: 4_000, hold: 20, rounds: 12, idle: 5 };
+      const workers = [await rig.spawnWorker('a', options), await rig.spawnWorker('b', options)];
+      for (let i = 0; i < 6; i++) {
+        const worker = workers[i % 2]!;
+        const before = process.hrtime.bigint();
+        worker.jumpClock();
+        await rig.history.waitFor(of(worker.id, 'clock-jump'), 10_000, `${worker.id}'s clock to jump`, before);
+        // The next jump after this worker's next grant: every jump lands on a lock in use.
+        await rig.history.waitFor(of(worker.id, 'granted'), 10_000, `${worker.id} to be granted after the jump`, before);
+      }
+      await rig.history.waitFor(of('a', 'done'), 20_000, 'a to finish');
+      await rig.history.waitFor(of('b', 'done'), 20_000, 'b to finish');
+
+      const s = summarize(rig);
+      expect(rig.history.events.filter((e) => e.ev === 'clock-jump')).toHaveLength(6);
+      expect(s.faults).toEqual({ 'clock-jump': 6 });
+      expect(s.acquisitions).toBe(24);
+      expect(rig.history.events.filter((e) => e.ev === 'failed')).toEqual([]);
+      // Validity is on the monotonic clock: every lease's window is at most its TTL less the drift allowance.
+      for (const g of grants(rig.history.events)) expect(Number(g.validUntil - g.granted) / 1e6).toBeLessThanOrEqual(ttl - driftFor(ttl, 0.01));
+      expect(s.overlaps).toEqual([]);
+      // On Redlock the proposed fence is the client's wall clock (µs): a node keeps it above its last one.
+      expect(s.fenceOrder).toBe(0);
+      expect(s.writes.refused).toBe(0);
+      expect(s.writes.staleAccepted).toEqual([]);
+      expect(s.staleOperations).toEqual([]);
+      expect(s.lostUpdates).toBe(0);
+      expect(s.unsettled).toEqual([]);
+    });
+  }
+
+  /**
+   * A holder whose clock runs at `rate` of true time holds past its lease; the key expires on the
+   * server's clock after `ttl`, and a waiter takes the lock then. The holder believes its lease
+   * ends (ttl - drift) / rate after it asked.
+   */
+  async function driftRun(rate: number): Promise<FaultRig> {
+    rig = await FaultRig.start();
+    const ttl = 1_000;
+    await rig.spawnWorker('a', { ttl, wait: 1_000, hold: 1_500, rounds: 1, clockRate: rate });
+    const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    expect(holding.fence).toBeGreaterThan(0);
+    await rig.spawnWorker('b', { ttl, wait: 5_000, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+    await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
+    return rig;
+  }
+
+  it('a holder clock 0.5% slow is inside the drift allowance (1% + 2 ms): no overlap; its late write is refused', async () => {
+    const r = await driftRun(0.995);
+    const s = summarize(r);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    // It wrote after its hold (1.5 s), past its lease: b had written with a higher fence.
+    expect(s.writes.refusedWrites.map((w) => w.p)).toEqual(['a']);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.staleOperations).toEqual([]);
+  });
+
+  it('a holder clock 20% slow is beyond the drift allowance: the checker sees the overlap, the fenced resource refuses the stale write', async () => {
+    const r = await driftRun(0.8);
+    const s = summarize(r);
+    expect(s.overlaps).toHaveLength(1);
+    const [overlap] = s.overlaps;
+    expect([overlap!.first.p, overlap!.second.p]).toEqual(['a', 'b']);
+    // At most what the slow clock adds: (ttl - drift) / 0.8 - ttl = 235 ms, less b's wake-up.
+    expect(overlap!.ms).toBeLessThanOrEqual(235);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.refusedWrites.map((w) => w.p)).toEqual(['a']);
+    expect(s.writes.staleAccepted).toEqual([]);
+    // a's release found b's token (or nothing) and did not touch it.
+    expect(s.staleOperations).toEqual([]);
+  });
+});
+
+describe('fault suite, waiting and renewing through lost messages', () => {
+  it('a lost release notification: the waiter still gets the lock by its periodic re-check, within recheck + 700 ms of the release', async () => {
+    rig = await FaultRig.start();
+    const recheck = 600;
+    await rig.spawnWorker('a', { ttl: 5_000, wait: 1_000, hold: 400, rounds: 1 });
+    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+    const b = await rig.spawnWorker('b', { ttl: 5_000, wait: 8_000, hold: 20, rounds: 1, recheck });
+    rig.history.note('fault', { kind: 'drop-notifications', of: 'b' });
+    b.proxies[0]!.dropMessages();
+    const dropped = new Promise<void>((resolve) => b.proxies[0]!.once('dropped', () => resolve()));
+    await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
+    await dropped;
+    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+
+    const s = summarize(rig);
+    expect(b.proxies[0]!.counts.droppedMessages).toBeGreaterThanOrEqual(1);
+    expect(s.handoffs.map((h) => [h.from.p, h.from.endedBy, h.to.p])).toEqual([['a', 'release', 'b']]);
+    // Not woken by the message (dropped), nor left to a's TTL (5 s): by the next re-check.
+    expect(s.handoffs[0]!.ms).toBeLessThanOrEqual(recheck + 700);
+    expect(s.overlaps).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+  });
+
+  it('connection resets in the middle of the watchdog\'s extend, before and after it reaches Redis: the lease is kept or reported lost, never two holders', async () => {
+    rig = await FaultRig.start();
+    const a = await rig.spawnWorker('a', { ttl: 600, wait: 4_000, hold: 2_000, rounds: 2, renew: true, idle: 5 });
+    await rig.spawnWorker('b', { ttl: 600, wait: 8_000, hold: 20, rounds: 4, idle: 5 });
+    const within = <T>(promise: Promise<T>, what: string): Promise<T> =>
+      Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no ${what} within 10 s`)), 10_000))]);
+    for (const forward of [true, false, true, false]) {
+      const kind = `reset-extend-${forward ? 'after' : 'before'}-send`;
+      expect(await within(a.proxies[0]!.resetOn(extendScript.sha, { forward }), kind)).toBe(true);
+      rig.history.note('fault', { kind, of: 'a' });
+    }
+    await rig.history.waitFor(of('a', 'done'), 20_000, 'a to finish');
+    await rig.history.waitFor(of('b', 'done'), 20_000, 'b to finish');
+
+    const s = summarize(rig);
+    expect(Object.values(s.faults).reduce((x, y) => x + y, 0)).toBe(4);
+    expect(s.overlaps).toEqual([]);
+    expect(s.fenceOrder).toBe(0);
+    expect(s.writes.staleAccepted).toEqual([]);
+    expect(s.staleOperations).toEqual([]);
+    expect(s.unsettled).toEqual([]);
+    // Each of a's leases was either kept to its release (its write accepted) or reported lost.
+    for (const g of grants(rig.history.events).filter((x) => x.p === 'a')) {
+      const kept = rig.history.events.some(of('a', 'released', (e) => e.n === g.n));
+      const lost = rig.history.events.some(of('a', 'lost', (e) => e.n === g.n));
+      expect(kept !== lost).toBe(true);
+    }
+    expect(s.acquisitions).toBe(6);
+  });
+});
