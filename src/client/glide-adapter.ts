@@ -1,5 +1,5 @@
 import { UnsupportedError } from '../errors.js';
-import { QUIT_TIMEOUT, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { connectionIdOf, QUIT_TIMEOUT, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /**
  * The parts of a Valkey GLIDE client (`GlideClient` or `GlideClusterClient` of
@@ -93,6 +93,16 @@ export function glideAdapter(client: GlideLike): ScriptClient {
     evalsha: (sha, keys, args) => command(['EVALSHA', sha, String(keys.length), ...keys, ...args]).catch(noScriptAsRedisSaysIt),
     eval: (source, keys, args) => command(['EVAL', source, String(keys.length), ...keys, ...args]),
     waitReplicas: async (replicas, timeout) => Number(await command(['WAIT', String(replicas), String(timeout)])),
+    // A cluster client would send these to any node, not the one a script went to: standalone only.
+    ...(cluster
+      ? {}
+      : {
+          configGet: async (parameter: string) => flatRecord(await command(['CONFIG', 'GET', parameter])),
+          connectionId: async () => {
+            const [info, id] = await Promise.all([command(['INFO', 'server']), command(['CLIENT', 'ID'])]);
+            return connectionIdOf(info, id);
+          },
+        }),
     scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
     createSubscriber: () => glideSubscriber(client, cluster),
     close: async () => {}, // never the user's client
@@ -171,4 +181,10 @@ async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<Sub
       sub.close();
     },
   };
+}
+
+/** GLIDE returns a RESP3 map as `[{ key, value }, ...]` (its GlideRecord): made a flat `[key, value, ...]` array. */
+function flatRecord(reply: unknown): unknown {
+  if (!Array.isArray(reply) || !reply.every((e) => typeof e === 'object' && e !== null && 'key' in e && 'value' in e)) return reply;
+  return (reply as Array<{ key: unknown; value: unknown }>).flatMap((e) => [e.key, e.value]);
 }

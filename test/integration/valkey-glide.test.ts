@@ -5,7 +5,7 @@
  * redis-server. GlideClusterClient runs the contract suite in test/contract/cluster.test.ts.
  */
 import { Decoder, GlideClient, GlideClientConfiguration, Logger as GlideLogger, ProtocolVersion } from '@valkey/valkey-glide';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { adaptClient } from '../../src/client/detect.js';
 import { createLocks, type Locks } from '../../src/index.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
@@ -55,6 +55,27 @@ describe('Valkey GLIDE (GlideClient)', () => {
     await b.close();
     await expect.poll(subscribers, { timeout: 5000, interval: 10 }).toBe(before);
     expect(await client.customCommand(['PING'])).toBe('PONG');
+  });
+
+  it("reads the server's eviction policy and its connection's identity (replica acknowledgement's same-connection check)", async () => {
+    const client = await glide();
+    const adapter = adaptClient(client);
+    const reply = await adapter.configGet!('maxmemory-policy');
+    expect(JSON.stringify(reply)).toContain('maxmemory-policy');
+    const id = await adapter.connectionId!();
+    expect(id).toMatch(/^[0-9a-f]{40}:\d+$/);
+    expect(await adapter.connectionId!()).toBe(id); // one multiplexed connection: the same each time
+    const logger = { debug: () => {}, info: () => {}, warn: vi.fn(), error: () => {} };
+    await redis.raw.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      const locks = createLocks({ redis: client, prefix: uniquePrefix(), logger });
+      await (await locks.acquire('evictable')).release();
+      await expect.poll(() => logger.warn.mock.calls.length, { timeout: 5000, interval: 10 }).toBe(1);
+      expect(JSON.stringify(logger.warn.mock.calls[0])).toContain('allkeys-lru');
+      await locks.close();
+    } finally {
+      await redis.raw.config('SET', 'maxmemory-policy', 'noeviction');
+    }
   });
 
   it('works with a client that decodes replies as bytes and speaks RESP2 (its subscriber still uses RESP3)', async () => {
