@@ -22,7 +22,7 @@ import {
   type Unsettled,
   type WriteReport,
 } from './checkers.js';
-import type { FaultRig } from './harness.js';
+import type { FaultRig, HistoryEvent } from './harness.js';
 
 export interface Summary {
   readonly acquisitions: number;
@@ -67,3 +67,21 @@ export function keepHistory(rig: FaultRig | undefined, name: string, failed: boo
   rig.history.dump(path);
   console.error(`fault history kept in ${path}`);
 }
+
+/**
+ * The end of a short-tier test: its history kept when it failed (or with FAULTS_KEEP=1), then the
+ * rig closed. `afterEach((ctx) => endTest(rig, ctx).then(() => (rig = undefined)))`.
+ */
+export async function endTest(
+  rig: FaultRig | undefined,
+  ctx: { readonly task: { readonly name: string; readonly result?: { readonly state?: string } } },
+): Promise<void> {
+  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
+  await rig?.close();
+}
+
+/** A filter on the history: events of worker `p` named `ev` (and matching `extra`). */
+export const eventOf =
+  (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) =>
+  (e: HistoryEvent): boolean =>
+    e.p === p && e.ev === ev && extra(e);

@@ -6,20 +6,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { driftFor } from '../../src/clock.js';
 import { extendScript } from '../../src/lua/scripts.generated.js';
-import { keepHistory, summarize } from './check.js';
+import { endTest, eventOf, summarize } from './check.js';
 import { grants } from './checkers.js';
-import { FaultRig, type HistoryEvent } from './harness.js';
+import { FaultRig } from './harness.js';
 
 let rig: FaultRig | undefined;
 
-afterEach(async (ctx) => {
-  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
-  await rig?.close();
-  rig = undefined;
-});
+afterEach((ctx) => endTest(rig, ctx).then(() => (rig = undefined)));
 
-const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) => (e: HistoryEvent) =>
-  e.p === p && e.ev === ev && extra(e);
+const of = eventOf;
 
 describe('fault suite, client clocks', () => {
   for (const nodes of [1, 3]) {

@@ -5,19 +5,14 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { acquireScript, releaseScript } from '../../src/lua/scripts.generated.js';
-import { SETTLE_SLACK, keepHistory, summarize } from './check.js';
-import { FaultRig, type HistoryEvent } from './harness.js';
+import { SETTLE_SLACK, endTest, eventOf, summarize } from './check.js';
+import { FaultRig } from './harness.js';
 
 let rig: FaultRig | undefined;
 
-afterEach(async (ctx) => {
-  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
-  await rig?.close();
-  rig = undefined;
-});
+afterEach((ctx) => endTest(rig, ctx).then(() => (rig = undefined)));
 
-const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) => (e: HistoryEvent) =>
-  e.p === p && e.ev === ev && extra(e);
+const of = eventOf;
 
 /** Bound on the time from a dead holder's validity end to the next grant (ms): drift allowance + a waiter's wake-up on a loaded machine. */
 const RECOVERY_BOUND = 600;

@@ -5,20 +5,15 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { lockKeys } from '../../src/keys.js';
-import { keepHistory, summarize } from './check.js';
+import { endTest, eventOf, summarize } from './check.js';
 import { grants } from './checkers.js';
-import { FaultRig, type HistoryEvent } from './harness.js';
+import { FaultRig } from './harness.js';
 
 let rig: FaultRig | undefined;
 
-afterEach(async (ctx) => {
-  keepHistory(rig, ctx.task.name, ctx.task.result?.state === 'fail');
-  await rig?.close();
-  rig = undefined;
-});
+afterEach((ctx) => endTest(rig, ctx).then(() => (rig = undefined)));
 
-const of = (p: string, ev: string, extra: (e: HistoryEvent) => boolean = () => true) => (e: HistoryEvent) =>
-  e.p === p && e.ev === ev && extra(e);
+const of = eventOf;
 
 describe('fault suite, failover to a replica that had not seen the lock', () => {
   /**
@@ -166,43 +161,29 @@ describe('fault suite, lock keys evicted under maxmemory', () => {
 });
 
 describe('fault suite, a server that stops answering', () => {
-  it('CLIENT PAUSE ALL past the TTL while a renewing holder holds: it reports the loss, the waiter gets the lock after, no overlap', async () => {
-    rig = await FaultRig.start();
-    await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_800, rounds: 1, renew: true });
-    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
-    await rig.spawnWorker('b', { ttl: 600, wait: 8_000, hold: 20, rounds: 2 });
-    await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
-    await rig.clientPause(0, 1_200);
-    await rig.history.waitFor(of('a', 'lost'), 10_000, 'a to report the loss');
-    await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
-    await rig.history.waitFor(of('a', 'done'), 15_000, 'a to finish');
+  const stalls: Array<[string, (rig: FaultRig) => Promise<void>]> = [
+    ['CLIENT PAUSE ALL', (r) => r.clientPause(0, 1_200)],
+    ['DEBUG SLEEP', (r) => r.debugSleep(0, 1_200)],
+  ];
+  for (const [name, stall] of stalls) {
+    it(`${name} past the TTL while a renewing holder holds: it reports the loss, the waiter gets the lock after, no overlap`, async () => {
+      rig = await FaultRig.start();
+      await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_800, rounds: 1, renew: true });
+      await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
+      await rig.spawnWorker('b', { ttl: 600, wait: 8_000, hold: 20, rounds: 2 });
+      await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
+      await stall(rig);
+      await rig.history.waitFor(of('a', 'lost'), 10_000, 'a to report the loss');
+      await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
+      await rig.history.waitFor(of('a', 'done'), 15_000, 'a to finish');
 
-    const s = summarize(rig);
-    expect(s.overlaps).toEqual([]);
-    expect(s.fenceOrder).toBe(0);
-    expect(s.writes.staleAccepted).toEqual([]);
-    expect(s.staleOperations).toEqual([]);
-    expect(s.unsettled).toEqual([]);
-    expect(rig.history.events.filter(of('b', 'granted'))).toHaveLength(2);
-  });
-
-  it('DEBUG SLEEP past the TTL while a renewing holder holds: it reports the loss, the waiter gets the lock after, no overlap', async () => {
-    rig = await FaultRig.start();
-    await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_800, rounds: 1, renew: true });
-    await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
-    await rig.spawnWorker('b', { ttl: 600, wait: 8_000, hold: 20, rounds: 2 });
-    await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
-    await rig.debugSleep(0, 1_200);
-    await rig.history.waitFor(of('a', 'lost'), 10_000, 'a to report the loss');
-    await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
-    await rig.history.waitFor(of('a', 'done'), 15_000, 'a to finish');
-
-    const s = summarize(rig);
-    expect(s.overlaps).toEqual([]);
-    expect(s.fenceOrder).toBe(0);
-    expect(s.writes.staleAccepted).toEqual([]);
-    expect(s.staleOperations).toEqual([]);
-    expect(s.unsettled).toEqual([]);
-    expect(rig.history.events.filter(of('b', 'granted'))).toHaveLength(2);
-  });
+      const s = summarize(rig);
+      expect(s.overlaps).toEqual([]);
+      expect(s.fenceOrder).toBe(0);
+      expect(s.writes.staleAccepted).toEqual([]);
+      expect(s.staleOperations).toEqual([]);
+      expect(s.unsettled).toEqual([]);
+      expect(rig.history.events.filter(of('b', 'granted'))).toHaveLength(2);
+    });
+  }
 });
