@@ -22,7 +22,7 @@ import {
   UnsupportedError,
 } from './errors.js';
 import { undecided, type QuorumOutcome } from './backend/quorum.js';
-import { DEFAULT_PREFIX, KeysCache, lockKeys, semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
+import { DEFAULT_PREFIX, KeysCache, semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
 import { Lease, type LeaseContext } from './lease/lease.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
 import { MAX_PERMITS, SEMAPHORE_OPTIONS, type PermitOptions, type Semaphore, type SemaphoreOptions } from './semaphore.js';
@@ -308,9 +308,8 @@ function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEviction?: Ev
   if (replication && o.redis === undefined && o.url === undefined) {
     throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
   }
-  const onEvictionPolicy = onEviction && ((report: EvictionPolicyReport) => onEviction(report));
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy });
-  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy });
+  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy: onEviction });
+  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy: onEviction });
   if (o.redlock !== undefined) {
     const nodes = checkRedlockNodes(o.redlock);
     const nodeTimeout = o.nodeTimeout === undefined ? undefined : checkCount(o.nodeTimeout, 'nodeTimeout', 1);
@@ -628,7 +627,7 @@ class LockManager implements Locks {
   async inspect(key: string): Promise<LockInfo> {
     this.#assertOpen();
     const name = checkKey(key);
-    return lockInfo(name, await this.#backend.inspect(lockKeys(this.#settings.prefix, name)));
+    return lockInfo(name, await this.#backend.inspect(this.#lockKeys.get(name)));
   }
 
   async list(pattern = '*'): Promise<LockInfo[]> {

@@ -1,5 +1,5 @@
 import { UnsupportedError } from '../errors.js';
-import { connectionIdOf, QUIT_TIMEOUT, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { QUIT_TIMEOUT, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /**
  * The parts of a Valkey GLIDE client (`GlideClient` or `GlideClusterClient` of
@@ -98,10 +98,7 @@ export function glideAdapter(client: GlideLike): ScriptClient {
       ? {}
       : {
           configGet: async (parameter: string) => flatRecord(await command(['CONFIG', 'GET', parameter])),
-          connectionId: async () => {
-            const [info, id] = await Promise.all([command(['INFO', 'server']), command(['CLIENT', 'ID'])]);
-            return connectionIdOf(info, id);
-          },
+          connectionId: () => readConnectionId(command),
         }),
     scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
     createSubscriber: () => glideSubscriber(client, cluster),

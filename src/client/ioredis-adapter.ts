@@ -1,5 +1,5 @@
 import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
-import { connectionIdOf, quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
 export interface IoredisLike {
@@ -58,10 +58,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     },
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     configGet: (parameter) => client.call('CONFIG', 'GET', parameter),
-    connectionId: async () => {
-      const [info, id] = await Promise.all([client.call('INFO', 'server'), client.call('CLIENT', 'ID')]);
-      return connectionIdOf(info, id);
-    },
+    connectionId: () => readConnectionId((args) => client.call(args[0]!, ...args.slice(1))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs for channels of other shards); the duplicate gets it.
     scan: async (match) => {

@@ -1,4 +1,4 @@
-import { connectionIdOf, quitOrForce, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -55,11 +55,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
     configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
-    connectionId: async () => {
-      const send = client.sendCommand as (args: string[]) => Promise<unknown>;
-      const [info, id] = await Promise.all([send(['INFO', 'server']), send(['CLIENT', 'ID'])]);
-      return connectionIdOf(info, id);
-    },
+    connectionId: () => readConnectionId(client.sendCommand as (args: string[]) => Promise<unknown>),
     scan: async (match) => {
       const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
       const pages = await Promise.all(

@@ -54,6 +54,12 @@ export function connectionIdOf(info: unknown, clientId: unknown): string {
   return `${runId}:${String(clientId)}`;
 }
 
+/** {@link ScriptClient.connectionId} for any driver: INFO server and CLIENT ID sent back to back with `send`. */
+export async function readConnectionId(send: (args: string[]) => Promise<unknown>): Promise<string> {
+  const [info, id] = await Promise.all([send(['INFO', 'server']), send(['CLIENT', 'ID'])]);
+  return connectionIdOf(info, id);
+}
+
 /** True when a driver error is Redis's NOSCRIPT reply. */
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');

@@ -69,36 +69,34 @@ local function issueFence(last)
   return fence
 end
 
--- Takes back a lock just written and returns the counter's error (WRONGTYPE: the counter is not
--- a string), so that nothing is left written.
-local function undo(reply)
-  redis.call('DEL', lockKey)
-  return reply
-end
-
 -- The common case first: the lock is free.
+local fence
 if floor then
   -- Redlock: the fence depends on whether a counter exists, so it is read first (a WRONGTYPE on
   -- it then comes before anything is written).
   local last = redis.call('GET', fenceKey)
   if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
-    if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
-      redis.call('HDEL', aliveKey, waiter)
-    end
-    return {1, issueFence(last)}
+    fence = issueFence(last)
   end
 elseif redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
   -- One call writes the counter and reads its previous value (SET ... GET); in the rare case that
   -- the previous value was not below the clock (more than one fence in a µs, or a server clock
   -- that went back), the counter is written again above it.
-  local fence = nextFence(nil)
+  fence = nextFence(nil)
   local previous = redis.pcall('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
-  if type(previous) == 'table' and previous.err then return undo(previous) end
+  if type(previous) == 'table' and previous.err then
+    -- The counter is not a string (WRONGTYPE): the lock just written is taken back, so that
+    -- nothing is left written, and the error returned.
+    redis.call('DEL', lockKey)
+    return previous
+  end
   previous = previous and tonumber(previous)
   if previous and previous >= fence then
     fence = previous + 1
     redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
   end
+end
+if fence then
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
