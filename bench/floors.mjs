@@ -1,0 +1,105 @@
+// The floors under two of latchkey's latency goals on this machine: what the smallest correct lock
+// costs, next to latchkey, in one run. Sequential acquire+release pairs on a free key, in 250 ms
+// slices interleaved between the contenders (so machine noise falls on all of them alike), for
+// BENCH_SECONDS (default 6), on private redis-servers:
+//   one node    2 x PING; the smallest correct lock on Redis 7.0 (SET NX PX with a random token,
+//               then a compare-and-delete script: Redis 7.0 has no single command for it); the
+//               same with its SET NX PX run by a one-line script (what one script call costs);
+//               latchkey
+//   five nodes  the same over five masters, each operation sent to all five and done when three
+//               answered (a majority): 2 x PING, the smallest lock, latchkey's redlock
+// Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
+// redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux). Usage: npm run build && node bench/floors.mjs
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { createLocks } from '../dist/index.js';
+import { startRedisServer } from './lib/redis-server.mjs';
+
+const SECONDS = Number(process.env.BENCH_SECONDS || 6);
+const SLICE_MS = 250;
+const TTL = 10_000;
+const SET_IF_FREE = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+const DELETE_IF_EQUAL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
+const clients = servers.map((s) => new Redis(s.port, '127.0.0.1'));
+try {
+  await Promise.all(clients.map((c) => c.ping()));
+  for (const c of clients) {
+    c.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
+    c.defineCommand('setIfFree', { numberOfKeys: 1, lua: SET_IF_FREE });
+  }
+  const single = createLocks({ redis: clients[0], prefix: 'floor1:' });
+  const redlock = createLocks({ redlock: clients, prefix: 'floor5:' });
+
+  /** Resolves when `n` of the promises resolved (a majority): the later ones are not waited for. */
+  const majority = (promises, n = 3) =>
+    new Promise((resolve, reject) => {
+      let done = 0;
+      for (const p of promises) p.then(() => ++done === n && resolve(), reject);
+    });
+  const minimalLock = async (nodes, key, scripted = false) => {
+    const token = randomBytes(16).toString('hex');
+    const set = (c) => (scripted ? c.setIfFree(key, token, TTL) : c.set(key, token, 'PX', TTL, 'NX'));
+    await majority(nodes.map(set), Math.floor(nodes.length / 2) + 1);
+    await majority(nodes.map((c) => c.deleteIfEqual(key, token)), Math.floor(nodes.length / 2) + 1);
+  };
+  const twoPings = async (nodes) => {
+    await majority(nodes.map((c) => c.ping()), Math.floor(nodes.length / 2) + 1);
+    await majority(nodes.map((c) => c.ping()), Math.floor(nodes.length / 2) + 1);
+  };
+  const contenders = {
+    '1 node: 2 x PING': () => twoPings(clients.slice(0, 1)),
+    '1 node: smallest lock': () => minimalLock(clients.slice(0, 1), 'floor1:min'),
+    '1 node: smallest lock, SET NX in a script': () => minimalLock(clients.slice(0, 1), 'floor1:min', true),
+    '1 node: latchkey': async () => (await single.acquire('k', { ttl: TTL })).release(),
+    '5 nodes: 2 x PING': () => twoPings(clients),
+    '5 nodes: smallest lock': () => minimalLock(clients, 'floor5:min'),
+    '5 nodes: smallest lock, SET NX in a script': () => minimalLock(clients, 'floor5:min', true),
+    '5 nodes: latchkey': async () => (await redlock.acquire('k', { ttl: TTL })).release(),
+  };
+  const samples = Object.fromEntries(Object.keys(contenders).map((name) => [name, []]));
+  // The redis-servers' CPU time (user + system, /proc/<pid>/stat, 10 ms ticks) around each slice, per contender.
+  const serverCpu = Object.fromEntries(Object.keys(contenders).map((name) => [name, 0]));
+  const cpuOfServers = () =>
+    servers.reduce((sum, s) => {
+      const fields = readFileSync(`/proc/${s.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      return sum + (Number(fields[11]) + Number(fields[12])) * 10_000;
+    }, 0);
+  for (const run of Object.values(contenders)) for (let i = 0; i < 200; i++) await run(); // warm-up
+    const end = performance.now() + SECONDS * 1000;
+  while (performance.now() < end) {
+    for (const [name, run] of Object.entries(contenders)) {
+      const before = cpuOfServers();
+      const sliceEnd = performance.now() + SLICE_MS;
+      while (performance.now() < sliceEnd) {
+        const t = performance.now();
+        await run();
+        samples[name].push(performance.now() - t);
+      }
+      serverCpu[name] += cpuOfServers() - before;
+    }
+  }
+  const quantile = (xs, q) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.floor(q * (s.length - 1))];
+  };
+  const stat = (name) => ({ p50: quantile(samples[name], 0.5), p99: quantile(samples[name], 0.99), n: samples[name].length });
+  const ping1 = stat('1 node: 2 x PING');
+  console.log('| pair (sequential) | p50 ms | p99 ms | p50 / 2 x PING (1 node) | 5 nodes / 1 node p50 | 5 nodes / 1 node p99 | redis-server CPU µs per pair, all nodes | pairs |');
+  console.log('| --- | --: | --: | --: | --: | --: | --: | --: |');
+  for (const name of Object.keys(contenders)) {
+    const s = stat(name);
+    const five = name.startsWith('5');
+    const one = five ? stat(name.replace('5 nodes', '1 node')) : undefined;
+    console.log(
+      `| ${name} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${(s.p50 / ping1.p50).toFixed(2)} | ${one ? (s.p50 / one.p50).toFixed(2) : ''} | ${one ? (s.p99 / one.p99).toFixed(2) : ''} | ${(serverCpu[name] / s.n).toFixed(0)} | ${s.n} |`,
+    );
+  }
+  await single.close();
+  await redlock.close();
+} finally {
+  for (const c of clients) c.disconnect();
+  await Promise.all(servers.map((s) => s.stop()));
+}
