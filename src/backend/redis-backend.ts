@@ -24,6 +24,12 @@ import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox
 
 const RETENTION = String(FENCE_RETENTION);
 
+/** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
+const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
+  [acquireScript, releaseScript, extendScript],
+  [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
+];
+
 
 function ownership(code: number, operation: string): OwnershipReply {
   if (code === 1) return 'ok';
@@ -68,11 +74,27 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   const replication = options.replication;
   const wake = options.wake === true || replication !== undefined;
   let resends = 0;
+  let recaching = false;
+  /**
+   * A script missing from the server's cache (NOSCRIPT: a restart, a failover, SCRIPT FLUSH) means
+   * its companions are gone too: they are loaded again at once, off the lock path, so that the
+   * release that follows an acquire does not pay a second round trip and a compilation.
+   */
+  const recache = (c: ScriptClient, source: string): void => {
+    const group = c.scriptLoad && !recaching ? SCRIPT_GROUPS.find((g) => g.some((script) => script.source === source)) : undefined;
+    if (!group) return;
+    recaching = true;
+    const loads = group.filter((script) => script.source !== source).map((script) => c.scriptLoad!(script.source));
+    void Promise.all(loads)
+      .catch(() => {}) // each is also cached by its own first EVAL
+      .finally(() => (recaching = false));
+  };
   // runScript sends EVAL only after NOSCRIPT: counting them tells Redlock when a script was re-sent.
   const counting = (c: ScriptClient): ScriptClient => ({
     ...c,
     eval: (source, keys, args) => {
       resends++;
+      recache(c, source);
       return c.eval(source, keys, args);
     },
   });

@@ -99,6 +99,7 @@ export function glideAdapter(client: GlideLike): ScriptClient {
       : {
           configGet: async (parameter: string) => flatRecord(await command(['CONFIG', 'GET', parameter])),
           connectionId: () => readConnectionId(command),
+          scriptLoad: (source: string) => command(['SCRIPT', 'LOAD', source]),
         }),
     scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
     createSubscriber: () => glideSubscriber(client, cluster),

@@ -57,6 +57,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
       return client.eval(source, keys.length, ...keys, ...args);
     },
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
+    ...(cluster ? {} : { scriptLoad: (source: string) => client.call('SCRIPT', 'LOAD', source) }),
     configGet: (parameter) => client.call('CONFIG', 'GET', parameter),
     connectionId: () => readConnectionId((args) => client.call(args[0]!, ...args.slice(1))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to

@@ -54,6 +54,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
     waitReplicas: async (replicas, timeout) =>
       Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
+    ...(cluster ? {} : { scriptLoad: (source: string) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['SCRIPT', 'LOAD', source]) }),
     configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
     connectionId: () => readConnectionId(client.sendCommand as (args: string[]) => Promise<unknown>),
     scan: async (match) => {

@@ -29,6 +29,12 @@ export interface ScriptClient {
    * without it skips the start-up eviction-policy check.
    */
   configGet?(parameter: string): Promise<unknown>;
+  /**
+   * SCRIPT LOAD: caches a script on the connection's server without running it. Optional, and
+   * standalone only (a cluster client would load it on one node of many): without it, each
+   * script is cached by its first EVAL after a cache miss.
+   */
+  scriptLoad?(source: string): Promise<unknown>;
   /** SCAN for keys matching `match` (on a cluster: on every master), all pages. */
   scan(match: string): Promise<string[]>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */

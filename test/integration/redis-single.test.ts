@@ -12,7 +12,7 @@ import { BackendError, createLocks, LeaseLostError, WrongTypeError, type Locks }
 import { adaptClient } from '../../src/client/detect.js';
 import { lockKeys } from '../../src/keys.js';
 import { runScript } from '../../src/lua/run-script.js';
-import { acquireScript } from '../../src/lua/scripts.generated.js';
+import { acquireScript, extendScript, releaseScript } from '../../src/lua/scripts.generated.js';
 import { rawClient, uniquePrefix, useRedisServer } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
@@ -55,6 +55,19 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
     expect(second.fence).toBeGreaterThan(first.fence);
     await redis.raw.script('FLUSH');
     await second.release();
+  });
+
+  it('loads release and extend again when acquire finds the script cache flushed, so that they need no EVAL of their own', async () => {
+    const locks = await managerOn(driver, redis.server.port, { prefix: uniquePrefix() });
+    await (await locks.acquire('recache-warm-up')).release();
+    await redis.raw.script('FLUSH');
+    const evals = async (): Promise<number> => Number(/cmdstat_eval:calls=(\d+)/.exec(await redis.raw.info('commandstats'))?.[1] ?? 0);
+    const before = await evals();
+    const lease = await locks.acquire('recache'); // NOSCRIPT, then EVAL: one
+    await expect.poll(async () => redis.raw.script('EXISTS', releaseScript.sha, extendScript.sha), { timeout: 2000, interval: 10 }).toEqual([1, 1]);
+    await lease.extend();
+    await lease.release();
+    expect(await evals()).toBe(before + 1);
   });
 
   it('acquires with the expiry set in the same step (no SETNX-then-EXPIRE window) and namespaced keys sharing a hash tag', async () => {
