@@ -30,7 +30,6 @@ const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
-
 function ownership(code: number, operation: string): OwnershipReply {
   if (code === 1) return 'ok';
   if (code === 0) return 'gone';

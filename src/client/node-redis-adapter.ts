@@ -47,16 +47,17 @@ async function closeClient(client: NodeRedisLike): Promise<void> {
 
 export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptClient {
   const cluster = typeof client.getSlotMaster === 'function';
+  /** A raw command on the client (called as its method). */
+  const send = (args: string[]): Promise<unknown> => (client.sendCommand as (args: string[]) => Promise<unknown>)(args);
   return {
     driver: 'node-redis',
     cluster,
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
     eval: (source, keys, args) => client.eval(source, { keys: [...keys], arguments: [...args] }),
-    waitReplicas: async (replicas, timeout) =>
-      Number(await (client.sendCommand as (args: string[]) => Promise<unknown>)(['WAIT', String(replicas), String(timeout)])),
-    ...(cluster ? {} : { scriptLoad: (source: string) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['SCRIPT', 'LOAD', source]) }),
-    configGet: (parameter) => (client.sendCommand as (args: string[]) => Promise<unknown>)(['CONFIG', 'GET', parameter]),
-    connectionId: () => readConnectionId(client.sendCommand as (args: string[]) => Promise<unknown>),
+    waitReplicas: async (replicas, timeout) => Number(await send(['WAIT', String(replicas), String(timeout)])),
+    ...(cluster ? {} : { scriptLoad: (source: string) => send(['SCRIPT', 'LOAD', source]) }),
+    configGet: (parameter) => send(['CONFIG', 'GET', parameter]),
+    connectionId: () => readConnectionId(send),
     scan: async (match) => {
       const nodes = cluster && client.masters && client.nodeClient ? await Promise.all(client.masters.map((m) => client.nodeClient!(m))) : [client];
       const pages = await Promise.all(
