@@ -13,21 +13,15 @@
 //   AB_BACKEND=memory runs the latchkey contenders on the in-memory backend: the cost of
 //   latchkey's own layers without a driver or a round trip.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 
 const here = fileURLToPath(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS || 3);
 const ROUNDS = Number(process.env.ROUNDS || 4);
 const LOOPS = 64;
-
-/** A process's user and system CPU time so far, µs, from /proc (Linux). */
-function processCpu(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return { user: Number(fields[11]) * 10_000, system: Number(fields[12]) * 10_000 };
-}
 
 async function lockLoop(contender, port) {
   const { Redis } = await import('ioredis');

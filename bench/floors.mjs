@@ -11,10 +11,11 @@
 // Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
 // redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux). Usage: npm run build && node bench/floors.mjs
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { createLocks } from '../dist/index.js';
+import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 6);
 const SLICE_MS = 250;
@@ -64,11 +65,11 @@ try {
   const serverCpu = Object.fromEntries(Object.keys(contenders).map((name) => [name, 0]));
   const cpuOfServers = () =>
     servers.reduce((sum, s) => {
-      const fields = readFileSync(`/proc/${s.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      return sum + (Number(fields[11]) + Number(fields[12])) * 10_000;
+      const cpu = processCpu(s.pid);
+      return sum + cpu.user + cpu.system;
     }, 0);
   for (const run of Object.values(contenders)) for (let i = 0; i < 200; i++) await run(); // warm-up
-    const end = performance.now() + SECONDS * 1000;
+  const end = performance.now() + SECONDS * 1000;
   while (performance.now() < end) {
     for (const [name, run] of Object.entries(contenders)) {
       const before = cpuOfServers();
@@ -81,11 +82,7 @@ try {
       serverCpu[name] += cpuOfServers() - before;
     }
   }
-  const quantile = (xs, q) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.floor(q * (s.length - 1))];
-  };
-  const stat = (name) => ({ p50: quantile(samples[name], 0.5), p99: quantile(samples[name], 0.99), n: samples[name].length });
+  const stat = (name) => summarize(samples[name]);
   const ping1 = stat('1 node: 2 x PING');
   console.log('| pair (sequential) | p50 ms | p99 ms | p50 / 2 x PING (1 node) | 5 nodes / 1 node p50 | 5 nodes / 1 node p99 | redis-server CPU µs per pair, all nodes | pairs |');
   console.log('| --- | --: | --: | --: | --: | --: | --: | --: |');

@@ -1,5 +1,5 @@
 import { UnsupportedError } from '../errors.js';
-import { QUIT_TIMEOUT, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { hasMethods, QUIT_TIMEOUT, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /**
  * The parts of a Valkey GLIDE client (`GlideClient` or `GlideClusterClient` of
@@ -46,14 +46,7 @@ interface PubSubMsg {
 const SUBSCRIBE_TIMEOUT = 5000;
 
 export function isGlide(client: unknown): client is GlideLike {
-  const c = client as Partial<GlideLike> | null;
-  return (
-    typeof c === 'object' &&
-    c !== null &&
-    typeof c.customCommand === 'function' &&
-    typeof c.invokeScript === 'function' &&
-    typeof c.close === 'function'
-  );
+  return hasMethods(client, 'customCommand', 'invokeScript', 'close');
 }
 
 /** True for a `GlideClusterClient` (the only GLIDE client with sharded pub/sub). */

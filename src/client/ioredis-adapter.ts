@@ -1,5 +1,5 @@
 import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
-import { quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
 export interface IoredisLike {
@@ -24,16 +24,8 @@ export interface IoredisLike {
   nodes?(role: 'master'): IoredisLike[];
 }
 
-
 export function isIoredis(client: unknown): client is IoredisLike {
-  const c = client as Partial<IoredisLike> | null;
-  return (
-    typeof c === 'object' &&
-    c !== null &&
-    typeof c.evalsha === 'function' &&
-    typeof c.defineCommand === 'function' &&
-    typeof c.duplicate === 'function'
-  );
+  return hasMethods(client, 'evalsha', 'defineCommand', 'duplicate');
 }
 
 export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClient {

@@ -1,4 +1,4 @@
-import { quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -29,14 +29,7 @@ export interface NodeRedisLike {
 }
 
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
-  const c = client as Partial<NodeRedisLike> | null;
-  return (
-    typeof c === 'object' &&
-    c !== null &&
-    typeof c.evalSha === 'function' &&
-    typeof c.sendCommand === 'function' &&
-    typeof c.duplicate === 'function'
-  );
+  return hasMethods(client, 'evalSha', 'sendCommand', 'duplicate');
 }
 
 async function closeClient(client: NodeRedisLike): Promise<void> {

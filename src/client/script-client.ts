@@ -66,6 +66,13 @@ export async function readConnectionId(send: (args: string[]) => Promise<unknown
   return connectionIdOf(info, id);
 }
 
+/** True when `value` is an object with a function under each of `names`: how a driver's client is recognised. */
+export function hasMethods(value: unknown, ...names: string[]): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const o = value as Record<string, unknown>;
+  return names.every((name) => typeof o[name] === 'function');
+}
+
 /** True when a driver error is Redis's NOSCRIPT reply. */
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');

@@ -169,7 +169,7 @@ export class Observer {
 
   /** Starts watching an acquire of `key`. */
   start(kind: LockKind, key: string): AcquireTrace {
-    const span = this.#tracer?.startSpan('latchkey.acquire', { attributes: this.#spanAttributes(kind, key) });
+    const span = this.#tracer?.startSpan('latchkey.acquire', { attributes: { ...this.#attributes(kind, key) } });
     return { kind, key, started: now(), contended: false, joined: false, span };
   }
 
@@ -337,7 +337,7 @@ export class Observer {
     const kind = this.#kinds.get(lease) ?? 'lock';
     const hold = this.#holds.get(lease);
     const parent = hold ? trace.setSpan(context.active(), hold) : context.active();
-    const span = tracer.startSpan('latchkey.release', { attributes: this.#spanAttributes(kind, lease.key) }, parent);
+    const span = tracer.startSpan('latchkey.release', { attributes: { ...this.#attributes(kind, lease.key) } }, parent);
     try {
       const reply = await release();
       const lost = typeof reply === 'string' && reply !== 'ok' ? reply : undefined;
@@ -354,7 +354,7 @@ export class Observer {
   }
 
   #startHold(kind: LockKind, lease: Lease): void {
-    const span = this.#tracer!.startSpan('latchkey.hold', { attributes: this.#spanAttributes(kind, lease.key) });
+    const span = this.#tracer!.startSpan('latchkey.hold', { attributes: { ...this.#attributes(kind, lease.key) } });
     span.setAttribute('latchkey.fence', lease.fence);
     this.#holds.set(lease, span);
   }
@@ -369,17 +369,6 @@ export class Observer {
       span.setStatus({ code: SpanStatusCode.ERROR, message: `lease lost: ${lost.reason}` });
     }
     span.end();
-  }
-
-  /**
-   * Span attributes: as the metrics', never the lock name (nor a token): names can carry ids
-   * (`orders:42`, a user's e-mail); its `keyGroup` group when one is configured.
-   */
-  #spanAttributes(kind: LockKind, key: string): Attributes {
-    const attributes: Attributes = { 'latchkey.kind': kind, 'latchkey.prefix': this.#prefix, 'latchkey.backend': this.#backend };
-    const group = this.#group(key);
-    if (group !== undefined) attributes['latchkey.key.group'] = group;
-    return attributes;
   }
 
   /** The start-up check of a server's eviction policy came back: a warning when it can evict lock keys. */
@@ -404,9 +393,10 @@ export class Observer {
   }
 
   /**
-   * Metric attributes: never the lock name itself (unbounded cardinality), at most its group; one
-   * more attribute `name` = `value`, and `latchkey.contended` for an acquire. Made once per
-   * combination and reused.
+   * Metric attributes, and (copied) the spans' first ones: never the lock name itself (unbounded
+   * cardinality, and names can carry ids such as `orders:42` or an e-mail address) nor a token, at
+   * most its `keyGroup` group; one more attribute `name` = `value`, and `latchkey.contended` for an
+   * acquire. Made once per combination and reused.
    */
   #attributes(kind: LockKind, key: string, name?: string, value?: string, contended?: boolean): Attributes {
     const group = this.#group(key);

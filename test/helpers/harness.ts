@@ -91,13 +91,14 @@ function redisHarness(
   };
 }
 
-export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
-  const clients: Redis[] = [];
+/** One new client per manager, quit at the end (ioredis and its fork iovalkey). */
+function clientPerManagerHarness(label: string, server: RedisServer, make: () => Redis | Valkey): BackendHarness {
+  const clients: (Redis | Valkey)[] = [];
   return redisHarness(
-    'redis via ioredis',
+    label,
     rawClient(server),
     () => {
-      const client = new Redis(server.port, '127.0.0.1');
+      const client = make();
       clients.push(client);
       return client;
     },
@@ -105,8 +106,19 @@ export async function ioredisHarness(server: RedisServer): Promise<BackendHarnes
   );
 }
 
+/**
+ * Managers share a pool of clients connected up front (createLocks is synchronous and wants a
+ * connected client), the i-th manager the (i mod n)-th client; `close` ends them.
+ */
+function pooledHarness<C>(label: string, raw: Redis | Cluster, pool: C[], close: (pool: C[]) => Promise<unknown>): BackendHarness {
+  return redisHarness(label, raw, (index) => pool[index % pool.length], () => close(pool));
+}
+
+export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
+  return clientPerManagerHarness('redis via ioredis', server, () => new Redis(server.port, '127.0.0.1'));
+}
+
 export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarness> {
-  // Connect a pool up front: createLocks is synchronous and wants a connected client.
   const pool = await Promise.all(
     Array.from({ length: 4 }, async () => {
       const client = createClient({ url: server.url });
@@ -115,27 +127,12 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
       return client;
     }),
   );
-  return redisHarness(
-    'redis via node-redis',
-    rawClient(server),
-    (index) => pool[index % pool.length],
-    () => Promise.all(pool.map((c) => c.close())),
-  );
+  return pooledHarness('redis via node-redis', rawClient(server), pool, (clients) => Promise.all(clients.map((c) => c.close())));
 }
 
 /** iovalkey (Valkey's fork of ioredis): one client per manager, as with ioredis. */
 export async function iovalkeyHarness(server: RedisServer): Promise<BackendHarness> {
-  const clients: Valkey[] = [];
-  return redisHarness(
-    'redis via iovalkey',
-    rawClient(server),
-    () => {
-      const client = new Valkey(server.port, '127.0.0.1');
-      clients.push(client);
-      return client;
-    },
-    () => Promise.all(clients.map((c) => c.quit())),
-  );
+  return clientPerManagerHarness('redis via iovalkey', server, () => new Valkey(server.port, '127.0.0.1'));
 }
 
 /** A connected Valkey GLIDE client on a test server. */
@@ -151,14 +148,11 @@ export function glideClient(server: RedisServer): Promise<GlideClient> {
 export async function glideHarness(server: RedisServer): Promise<BackendHarness> {
   GlideLogger.setLoggerConfig('error');
   const pool = await Promise.all(Array.from({ length: 3 }, () => glideClient(server)));
-  return redisHarness(
-    'redis via valkey-glide',
-    rawClient(server),
-    (index) => pool[index % pool.length],
-    async () => {
-      for (const client of pool) client.close();
-    },
-  );
+  return pooledHarness('redis via valkey-glide', rawClient(server), pool, closeGlide);
+}
+
+async function closeGlide(pool: (GlideClient | GlideClusterClient)[]): Promise<void> {
+  for (const client of pool) client.close();
 }
 
 /**
@@ -274,12 +268,7 @@ export async function nodeRedisClusterHarness(cluster: RedisCluster): Promise<Ba
       return client;
     }),
   );
-  return redisHarness(
-    'redis cluster via node-redis',
-    rawClusterClient(cluster),
-    (index) => pool[index % pool.length],
-    () => Promise.all(pool.map((c) => c.close())),
-  );
+  return pooledHarness('redis cluster via node-redis', rawClusterClient(cluster), pool, (clients) => Promise.all(clients.map((c) => c.close())));
 }
 
 /** Redis Cluster through Valkey GLIDE `GlideClusterClient`: a small pool connected up front, shared by the managers. */
@@ -288,14 +277,7 @@ export async function glideClusterHarness(cluster: RedisCluster): Promise<Backen
   const pool = await Promise.all(
     Array.from({ length: 3 }, () => GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 })),
   );
-  return redisHarness(
-    'redis cluster via valkey-glide',
-    rawClusterClient(cluster),
-    (index) => pool[index % pool.length],
-    async () => {
-      for (const client of pool) client.close();
-    },
-  );
+  return pooledHarness('redis cluster via valkey-glide', rawClusterClient(cluster), pool, closeGlide);
 }
 
 type Droppable = { on(event: 'error', listener: () => void): unknown; disconnect(): void };
