@@ -6,7 +6,13 @@
 // (/proc/<pid>/stat, 10 ms ticks). On a machine shared with other work, pairs/s moves with the
 // load; CPU per pair much less.
 // Usage: node bench/ab.mjs <contender> <contender> [...]
-//   a contender is a path to a build's dist/index.js, or `redis-semaphore` (its Mutex, same loop)
+//   a contender is a path to a build's dist/index.js, `redis-semaphore` (its Mutex, same loop), or
+//   `smallest` (the smallest correct lock on ioredis: SET NX PX with a random token, drawn as
+//   latchkey draws its tokens, then a compare-and-delete script, nothing else) or `smallest-coalesced` (the same, with the commands
+//   of a turn written together, 16 at most, as latchkey writes them): what a lock can reach on
+//   this client and machine. `smallest-fenced` and `smallest-fenced-coalesced`: the same, but the
+//   SET NX PX is run by a script that also issues a fencing token (INCR of a counter key): the
+//   smallest lock with fences
 //   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
 //        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
@@ -38,6 +44,41 @@ async function lockLoop(contender, port) {
       close: async () => client.disconnect(),
     };
   }
+  if (contender.startsWith('smallest')) {
+    const { randomFillSync } = await import('node:crypto');
+    // Tokens as latchkey draws them: 128 bits each from a 4 KiB pool of CSPRNG bytes.
+    const pool = Buffer.allocUnsafe(4096);
+    let used = pool.length;
+    const nextToken = () => {
+      if (used === pool.length) {
+        randomFillSync(pool);
+        used = 0;
+      }
+      used += 16;
+      return pool.toString('hex', used - 16, used);
+    };
+    client.defineCommand('deleteIfEqual', {
+      numberOfKeys: 1,
+      lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    });
+    client.defineCommand('setIfFreeAndFence', {
+      numberOfKeys: 2,
+      lua: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return false",
+    });
+    const beforeSend = contender.endsWith('-coalesced') ? coalescer(client) : () => {};
+    const fenced = contender.startsWith('smallest-fenced');
+    return {
+      pair: async (key) => {
+        const token = nextToken();
+        beforeSend();
+        const taken = fenced ? await client.setIfFreeAndFence(key, `${key}:fence`, token, 10_000) : await client.set(key, token, 'PX', 10_000, 'NX');
+        if (taken === null) throw new Error(`${key} is held`);
+        beforeSend();
+        await client.deleteIfEqual(key, token);
+      },
+      close: async () => client.disconnect(),
+    };
+  }
   const { createLocks } = await import(contender);
   // AB_BACKEND=memory: latchkey's own cost alone, on its in-memory backend (no Redis round trip).
   const locks = process.env.AB_BACKEND === 'memory' ? createLocks({ prefix: 'ab:' }) : createLocks({ redis: client, prefix: 'ab:' });
@@ -50,6 +91,29 @@ async function lockLoop(contender, port) {
       await locks.close();
       client.disconnect();
     },
+  };
+}
+
+/** Corks the client's socket for the rest of the turn, uncorking every 16 commands (as src/client/coalesce-writes.ts). */
+function coalescer(client) {
+  let corked;
+  let waiting = 0;
+  return () => {
+    if (corked) {
+      if (++waiting <= 16) return;
+      corked.uncork();
+      corked.cork();
+      waiting = 1;
+      return;
+    }
+    corked = client.stream;
+    corked.cork();
+    waiting = 1;
+    process.nextTick(() => {
+      const s = corked;
+      corked = undefined;
+      s.uncork();
+    });
   };
 }
 
@@ -82,8 +146,9 @@ if (process.argv[2] === '--pass') {
   await loop.close();
 } else {
   const names = process.argv.slice(2);
-  if (names.length < 2) throw new Error('usage: node bench/ab.mjs <dist/index.js | redis-semaphore> <dist/index.js | redis-semaphore> [...]');
-  const contenders = names.map((p) => (p === 'redis-semaphore' ? p : pathToFileURL(path.resolve(p)).href));
+  if (names.length < 2) throw new Error('usage: node bench/ab.mjs <contender> <contender> [...], a contender: dist/index.js (a build), redis-semaphore, smallest or smallest-coalesced');
+  const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced']);
+  const contenders = names.map((p) => (named.has(p) ? p : pathToFileURL(path.resolve(p)).href));
   const server = await startRedisServer();
   const results = contenders.map(() => []);
   const label = (i) => String.fromCharCode(65 + i);

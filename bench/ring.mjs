@@ -1,0 +1,148 @@
+// The floor under scenario 1 (contended hand-off) for any lock that hands the lock from process to
+// process, on this machine: the smallest such lock there can be. 8 worker processes on one key, as
+// in scenario 1 (hold = 1 ms of busy work), but the order is fixed in advance (a ring: process i
+// always passes to i + 1), so there is no queue to keep, no token to generate and nothing to
+// retry. Releasing is one script call that checks the holder's token, writes the next holder's
+// and publishes to the next process's channel; the next process holds the lock when that message
+// arrives. Nothing can be left out and still be a lock that passes between processes.
+//
+// Next to it, in the same run (passes alternating, PASSES each, default 2), the same loop with
+// latchkey and the peers through their bench adapters (RING_WITH, default: every library's
+// `default` variant; a failed acquire() is retried at once, as in run.mjs). Figures as in
+// bench/run.mjs: acquisitions per second, hand-off (next holder's acquire resolved − previous
+// holder's release called, to another process) p50 and p99, and the share of acquisitions that
+// went to the process that held the lock just before.
+// Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
+//        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { baseString, now, sleep, spin } from './lib/clock.mjs';
+import { startRedisServer } from './lib/redis-server.mjs';
+import { summarize } from './lib/stats.mjs';
+
+const SECONDS = Number(process.env.BENCH_SECONDS || 5);
+const PASSES = Number(process.env.PASSES || 2);
+const PROCESSES = 8;
+const HOLD_MS = 1;
+const WARMUP_MS = 1000;
+const RING_WITH = (
+  process.env.RING_WITH ||
+  'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
+).split(',');
+const PASS_ON =
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
+
+if (process.argv[2] === '--worker') {
+  const [, , , kind, port, index, endAt] = process.argv;
+  const i = Number(index);
+  const { Redis } = await import('ioredis');
+  const client = new Redis(Number(port), '127.0.0.1');
+  const records = []; // [acquiredAt, releaseCalledAt]
+  let done;
+  if (kind === 'ring') {
+    const sub = client.duplicate();
+    client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
+    await client.ping();
+    let resolveTurn;
+    sub.on('message', (_channel, token) => resolveTurn(token));
+    await sub.subscribe(`ring:${i}`);
+    const turn = () => new Promise((resolve) => (resolveTurn = resolve));
+    process.send({ ready: true });
+    done = (async () => {
+      for (;;) {
+        const token = await turn();
+        const acquiredAt = now();
+        spin(HOLD_MS);
+        const releaseAt = now();
+        records.push([acquiredAt, releaseAt]);
+        // The last pass of the ring lets the ring stop: the next process sees the end time too.
+        await client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % PROCESSES}`);
+        if (now() > Number(endAt)) break;
+      }
+      sub.disconnect();
+    })();
+    if (i === 0) {
+      // Process 0 starts the ring once every process listens (the parent says so).
+      process.once('message', () => {
+        client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start'));
+      });
+    }
+  } else {
+    const [adapter, variant] = kind.split('/');
+    const { create } = await import(`./adapters/${adapter}.mjs`);
+    const lock = await create({ url: `redis://127.0.0.1:${port}`, key: 'ring:k', variant, ttl: 10_000 });
+    process.send({ ready: true });
+    await new Promise((resolve) => process.once('message', resolve));
+    done = (async () => {
+      while (now() < Number(endAt)) {
+        let handle;
+        try {
+          handle = await lock.acquire();
+        } catch {
+          continue; // the library gave up (retries exhausted): call again, as run.mjs does
+        }
+        const acquiredAt = now();
+        spin(HOLD_MS);
+        const releaseAt = now();
+        records.push([acquiredAt, releaseAt]);
+        await lock.release(handle).catch(() => {});
+      }
+      await lock.close();
+    })();
+  }
+  await done;
+  process.send({ records }, () => {
+    client.disconnect();
+    process.exit(0);
+  });
+} else {
+  const server = await startRedisServer();
+  const here = fileURLToPath(import.meta.url);
+  const results = Object.fromEntries(['ring', ...RING_WITH].map((kind) => [kind, []]));
+  try {
+    for (let pass = 0; pass < PASSES; pass++) {
+      for (const kind of Object.keys(results)) {
+        const startAt = now() + 2000;
+        const endAt = startAt + WARMUP_MS + SECONDS * 1000;
+        const workers = Array.from({ length: PROCESSES }, (_, i) =>
+          fork(here, ['--worker', kind, String(server.port), String(i), String(endAt)], { env: { ...process.env, BENCH_BASE: baseString } }),
+        );
+        const next = (w) => new Promise((resolve) => w.once('message', resolve));
+        await Promise.all(workers.map(next));
+        const finished = workers.map(next);
+        for (const w of workers) w.send('go');
+        const all = (await Promise.all(finished)).flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
+        const from = startAt + WARMUP_MS;
+        all.sort((a, b) => a[0] - b[0]);
+        const inWindow = all.filter((r) => r[0] >= from && r[0] <= endAt);
+        const handoffs = [];
+        let same = 0;
+        for (let k = 1; k < all.length; k++) {
+          if (all[k][0] < from || all[k][0] > endAt) continue;
+          if (all[k][2] !== all[k - 1][2]) handoffs.push(all[k][0] - all[k - 1][1]);
+          else same++;
+        }
+        const h = summarize(handoffs);
+        const row = { acqPerSecond: inWindow.length / ((endAt - from) / 1000), p50: h.p50, p99: h.p99, same: same / Math.max(1, inWindow.length) };
+        results[kind].push(row);
+        console.error(
+          `${kind.padEnd(30)} ${row.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${row.p50.toFixed(3)} ms  p99 ${row.p99.toFixed(3)} ms  same holder ${(100 * row.same).toFixed(0)} %`,
+        );
+        await sleep(200);
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+  const median = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | hand-off p50 ms | hand-off p99 ms | same holder again |`);
+  console.log('| --- | --: | --: | --: | --: |');
+  for (const [kind, rows] of Object.entries(results)) {
+    const label = kind === 'ring' ? 'ring: the smallest lock passed between processes' : kind;
+    const m = (f) => median(rows.map(f));
+    console.log(`| ${label} | ${m((r) => r.acqPerSecond).toFixed(0)} | ${m((r) => r.p50).toFixed(3)} | ${m((r) => r.p99).toFixed(3)} | ${(100 * m((r) => r.same)).toFixed(0)} % |`);
+  }
+}
