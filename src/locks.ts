@@ -1056,7 +1056,11 @@ class LockManager implements Locks {
     waiter.cancel?.(reason);
   }
 
-  /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
+  /**
+   * The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the
+   * deadline. The head is settled (out of the local queue) before its lease is made, as in #probe and
+   * a local hand-off: the lease then watches its expiry only when other callers of this process wait.
+   */
   async #waitRemotely(state: KeyState, head: Waiter, first?: Attempt): Promise<Lease> {
     const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
@@ -1071,6 +1075,7 @@ class LockManager implements Locks {
         if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
           // Granted by a release, without a round trip: valid from this waiter's last attempt,
           // which reached Redis before the release did.
+          this.#settle(state, head);
           return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
         }
         // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
@@ -1080,6 +1085,7 @@ class LockManager implements Locks {
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
+          this.#settle(state, head);
           return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew, reply.replicated);
         }
         await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
