@@ -54,18 +54,22 @@ end
 
 local now
 
--- Gives the lock to `token` for `ttl` ms with the next fence.
+-- Gives the lock to `token` for `ttl` ms with the next fence. The counter is written and its
+-- previous value read in one call (SET ... GET), before the lock: a counter of another type fails
+-- with WRONGTYPE before the lock changes hands. In the rare case that the previous value was not
+-- below the clock, the counter is written again above it.
 local function grant(token, ttl)
   redis.call('DEL', KEYS[5])
   now = now or redis.call('TIME')
-  local last = redis.call('GET', fenceKey)
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local previous = last and tonumber(last)
+  local fenceTtl = tonumber(ttl) + tonumber(ARGV[6])
+  local previous = redis.call('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
+  previous = previous and tonumber(previous)
   if previous and previous >= fence then
     fence = previous + 1
+    redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
   end
   redis.call('SET', lockKey, token, 'PX', ttl)
-  redis.call('SET', fenceKey, fence, 'PX', tonumber(ttl) + tonumber(ARGV[6]))
   return fence
 end
 
@@ -91,10 +95,9 @@ end
 
 if newToken == '' or ARGV[5] == '1' then
   for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+    local head = redis.call('ZPOPMIN', queueKey)[1]
     if not head then break end
     local entry = redis.call('HGET', aliveKey, head)
-    redis.call('ZREM', queueKey, head)
     redis.call('HDEL', aliveKey, head)
     now = now or redis.call('TIME')
     local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)

@@ -21,7 +21,7 @@ const cleanup = redis.cleanup;
 
 type Driver = 'ioredis' | 'node-redis';
 
-async function managerOn(driver: Driver, port: number, settings: { prefix: string; recheck?: number }): Promise<Locks> {
+async function managerOn(driver: Driver, port: number, settings: { prefix: string; recheck?: number; holder?: string }): Promise<Locks> {
   if (driver === 'ioredis') {
     const client = new Redis(port, '127.0.0.1');
     const locks = createLocks({ ...settings, redis: client });
@@ -55,6 +55,21 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
     expect(second.fence).toBeGreaterThan(first.fence);
     await redis.raw.script('FLUSH');
     await second.release();
+  });
+
+  it('a release that grants the lock to a waiter of another manager deletes the holder record of the lease it ends', async () => {
+    const prefix = uniquePrefix();
+    const [recording, other] = [await managerOn(driver, redis.server.port, { prefix, holder: 'worker-1' }), await managerOn(driver, redis.server.port, { prefix })];
+    const keys = lockKeys(prefix, 'described');
+    const lease = await recording.acquire('described', { ttl: 10_000 });
+    await expect.poll(() => redis.raw.hget(keys.holder, 'who'), { timeout: 2000, interval: 5 }).toBe('worker-1');
+    const waiting = other.acquire('described', { wait: 10_000 });
+    await expect.poll(() => redis.raw.zcard(keys.queue), { timeout: 2000, interval: 5 }).toBe(1);
+    await lease.release();
+    const next = await waiting;
+    expect(await redis.raw.get(keys.lock)).toBe(next.token);
+    expect(await redis.raw.exists(keys.holder)).toBe(0);
+    await next.release();
   });
 
   it('loads release and extend again when acquire finds the script cache flushed, so that they need no EVAL of their own', async () => {
