@@ -14,7 +14,9 @@
 // went to the process that held the lock just before.
 // Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
+//        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
 import { fork } from 'node:child_process';
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { baseString, now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
@@ -43,6 +45,9 @@ if (process.argv[2] === '--worker') {
     const sub = client.duplicate();
     client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
     await client.ping();
+    // Subscribing before the connection's ready check has run makes ioredis send that check (INFO)
+    // in subscriber mode, which Redis refuses.
+    if (sub.status !== 'ready') await once(sub, 'ready');
     let resolveTurn;
     sub.on('message', (_channel, token) => resolveTurn(token));
     await sub.subscribe(`ring:${i}`);
@@ -68,7 +73,10 @@ if (process.argv[2] === '--worker') {
       });
     }
   } else {
-    const [adapter, variant] = kind.split('/');
+    // "<adapter>/<variant>@<path to a build's index.js>": latchkey from another build (to compare builds).
+    const [spec, dist] = kind.split('@');
+    if (dist) process.env.LATCHKEY_DIST = dist;
+    const [adapter, variant] = spec.split('/');
     const { create } = await import(`./adapters/${adapter}.mjs`);
     const lock = await create({ url: `redis://127.0.0.1:${port}`, key: 'ring:k', variant, ttl: 10_000 });
     process.send({ ready: true });
@@ -107,7 +115,12 @@ if (process.argv[2] === '--worker') {
         const workers = Array.from({ length: PROCESSES }, (_, i) =>
           fork(here, ['--worker', kind, String(server.port), String(i), String(endAt)], { env: { ...process.env, BENCH_BASE: baseString } }),
         );
-        const next = (w) => new Promise((resolve) => w.once('message', resolve));
+        // A worker that dies (an error in a library) ends the run instead of leaving it waiting.
+        const next = (w) =>
+          new Promise((resolve, reject) => {
+            w.once('message', resolve);
+            w.once('exit', (code) => code !== 0 && reject(new Error(`${kind}: a worker exited with code ${code}`)));
+          });
         await Promise.all(workers.map(next));
         const finished = workers.map(next);
         for (const w of workers) w.send('go');

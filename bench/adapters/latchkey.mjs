@@ -1,6 +1,10 @@
-// latchkey, from this repository's build (run `npm run build` first).
+// latchkey, from this repository's build (run `npm run build` first), or the build LATCHKEY_DIST names.
 // Variants: "default" (notify strategy, all defaults) and "backoff" (strategy: 'backoff').
-import { createLocks } from '../../dist/index.js';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+// LATCHKEY_DIST: another build's index.js (a copy of dist inside the repository), to compare builds.
+const { createLocks } = await import(process.env.LATCHKEY_DIST ? pathToFileURL(path.resolve(process.env.LATCHKEY_DIST)).href : '../../dist/index.js');
 import { closeIoredis, connectIoredis } from './_clients.mjs';
 
 export const meta = {

@@ -1,0 +1,106 @@
+// What latchkey's scripts cost Redis itself, next to the smallest scripts that do the same job:
+// server time per call from `INFO commandstats` (the EVALSHA line: the time spent running the
+// script, its calls included; not the network or the parsing of the request), pipelined calls on
+// one private redis-server, minimum and median over ROUNDS rounds (default 9) of 4,000 calls.
+//   grant        release.lua giving the lock to the queued waiter (a subscriber listens on its
+//                inbox), against the ring's pass-on script (bench/ring.mjs: GET, SET, PUBLISH)
+//   queue join   acquire.lua on a held lock, queuing the caller
+//   free pair    acquire.lua on a free lock + release.lua freeing it, against the smallest fenced
+//                lock (SET NX PX and INCR in one script, then compare-and-delete), per pair
+// ACQUIRE_LUA / RELEASE_LUA: another version of the script file, to compare (e.g. from git show).
+// Usage: node bench/script-cost.mjs
+import fs from 'node:fs';
+import { Redis } from 'ioredis';
+import { startRedisServer } from './lib/redis-server.mjs';
+
+const ROUNDS = Number(process.env.ROUNDS || 9);
+const CALLS = 4000;
+const BATCH = 50;
+const source = (file) => fs.readFileSync(new URL(file, import.meta.url), 'utf8');
+const ACQUIRE = process.env.ACQUIRE_LUA ? fs.readFileSync(process.env.ACQUIRE_LUA, 'utf8') : source('../src/lua/acquire.lua');
+const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LUA, 'utf8') : source('../src/lua/release.lua');
+const PASS_ON =
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
+const SET_AND_FENCE = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return false";
+const DELETE_IF_EQUAL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+const RETENTION = String(24 * 60 * 60 * 1000);
+const token = (i) => i.toString(16).padStart(32, '0');
+const k = '{k}';
+const keys = [k, `${k}:fence`, `${k}:queue`, `${k}:alive`];
+
+const server = await startRedisServer();
+const client = new Redis(server.port, '127.0.0.1');
+const sub = new Redis(server.port, '127.0.0.1');
+try {
+  await sub.subscribe('p:inbox1');
+  const sha = {};
+  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL })) sha[name] = await client.script('LOAD', lua);
+
+  /** Server µs per EVALSHA over CALLS calls queued by `add(pipeline, i)`, after `setup`. */
+  const measure = async (setup, add, perUnit = 1) => {
+    await client.flushall();
+    await setup();
+    await client.config('RESETSTAT');
+    for (let i = 0; i < CALLS; i += BATCH) {
+      const p = client.pipeline();
+      for (let j = i; j < i + BATCH; j++) add(p, j);
+      await p.exec();
+    }
+    const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await client.info('commandstats'));
+    return (perUnit * Number(m[2])) / Number(m[1]);
+  };
+  const cases = {
+    'grant: latchkey release.lua': () =>
+      measure(
+        () => client.set(k, token(0), 'PX', 100_000),
+        (p, j) => {
+          p.zadd(keys[2], j + 1, `inbox1:w${j + 1}`);
+          p.hset(keys[3], `inbox1:w${j + 1}`, `${Date.now() + 100_000} 10000 ${token(j + 1)}`);
+          p.evalsha(sha.RELEASE, 5, ...keys, `${k}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0', '0');
+        },
+      ),
+    'grant: ring pass-on': () =>
+      measure(
+        () => client.set(k, token(0), 'PX', 100_000),
+        (p, j) => p.evalsha(sha.PASS_ON, 1, k, token(j), token(j + 1), 'p:inbox1'),
+      ),
+    'queue join: latchkey acquire.lua': () =>
+      measure(
+        () => client.set(k, 'holder', 'PX', 100_000),
+        (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', RETENTION, `inbox1:w${j % 64}`, '3000', ''),
+      ),
+    'free pair: latchkey acquire.lua + release.lua': () =>
+      measure(
+        async () => {},
+        (p, j) => {
+          const lock = `{k${j}}`;
+          const lockKeysOf = [lock, `${lock}:fence`, `${lock}:queue`, `${lock}:alive`];
+          p.evalsha(sha.ACQUIRE, 4, ...lockKeysOf, token(j), '10000', RETENTION, '', '3000', '');
+          p.evalsha(sha.RELEASE, 5, ...lockKeysOf, `${lock}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0', '0');
+        },
+        2,
+      ),
+    'free pair: smallest fenced lock': () =>
+      measure(
+        async () => {},
+        (p, j) => {
+          const lock = `{k${j}}`;
+          p.evalsha(sha.SET_AND_FENCE, 2, lock, `${lock}:fence`, token(j), '10000');
+          p.evalsha(sha.DELETE_IF_EQUAL, 1, lock, token(j));
+        },
+        2,
+      ),
+  };
+  const results = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
+  for (let round = 0; round < ROUNDS; round++) for (const [name, run] of Object.entries(cases)) results[name].push(await run());
+  console.log('| script | server µs per call (per pair for "free pair"): min | median |');
+  console.log('| --- | --: | --: |');
+  for (const [name, xs] of Object.entries(results)) {
+    const s = [...xs].sort((a, b) => a - b);
+    console.log(`| ${name} | ${s[0].toFixed(2)} | ${s[s.length >> 1].toFixed(2)} |`);
+  }
+} finally {
+  sub.disconnect();
+  client.disconnect();
+  await server.stop();
+}

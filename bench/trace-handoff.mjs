@@ -1,0 +1,156 @@
+// Where a hand-off between processes spends its time: scenario 1's loop (8 processes, one key, 1 ms
+// of busy work while holding), once with the smallest lock that passes between processes (the
+// ring of bench/ring.mjs) and once with latchkey, ROUNDS times each (default 2), BENCH_SECONDS
+// each (default 4). Every worker timestamps its own socket traffic (net.Socket's write, uncork
+// and 'data' events, and its subscriber connection's 'message' events; one monotonic clock for
+// all processes), and each hand-off to another process is cut into four phases:
+//   releaser   release() called -> the releasing process's first socket write
+//   redis      that write -> the last socket data the next holder received before it held the lock
+//              (the script in Redis, the message to the waiter, the waiter's wake-up)
+//   ioredis    that data -> the subscriber's 'message' event (the driver's parsing)
+//   lock       the 'message' event -> acquire() resolved (the lock library's own code)
+// It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
+// the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { baseString, now, spin } from './lib/clock.mjs';
+import { startRedisServer } from './lib/redis-server.mjs';
+import { summarize } from './lib/stats.mjs';
+
+const SECONDS = Number(process.env.BENCH_SECONDS || 4);
+const ROUNDS = Number(process.env.ROUNDS || 2);
+const PROCESSES = 8;
+const WARMUP_MS = 1000;
+const PASS_ON =
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
+
+if (process.argv[2] === '--worker') {
+  const [, , , kind, port, index, endAt] = process.argv;
+  const i = Number(index);
+  let lastData = 0;
+  let lastMessage = 0;
+  let firstWrite = 0;
+  let watching = false;
+  const noteWrite = () => {
+    if (watching) {
+      watching = false;
+      firstWrite = now();
+    }
+  };
+  const { write, uncork, emit } = net.Socket.prototype;
+  net.Socket.prototype.write = function (...args) {
+    noteWrite();
+    return write.apply(this, args);
+  };
+  net.Socket.prototype.uncork = function (...args) {
+    noteWrite();
+    return uncork.apply(this, args);
+  };
+  net.Socket.prototype.emit = function (event, ...args) {
+    if (event === 'data') lastData = now();
+    return emit.call(this, event, ...args);
+  };
+  const { Redis } = await import('ioredis');
+  // Every subscriber connection (the ring's, and the one latchkey makes with duplicate()) notes its messages first.
+  const duplicate = Redis.prototype.duplicate;
+  Redis.prototype.duplicate = function (...args) {
+    const copy = duplicate.apply(this, args);
+    copy.prependListener('message', () => (lastMessage = now()));
+    return copy;
+  };
+  const client = new Redis(Number(port), '127.0.0.1');
+  const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite]
+  const hold = () => {
+    const record = [now(), lastData, lastMessage];
+    spin(1);
+    record.push(now());
+    watching = true;
+    return record;
+  };
+  if (kind === 'ring') {
+    const sub = client.duplicate();
+    client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
+    await client.ping();
+    if (sub.status !== 'ready') await once(sub, 'ready'); // see ring.mjs
+    let resolveTurn;
+    sub.on('message', (_channel, token) => resolveTurn(token));
+    await sub.subscribe(`ring:${i}`);
+    process.send('ready');
+    const loop = (async () => {
+      for (;;) {
+        const token = await new Promise((resolve) => (resolveTurn = resolve));
+        const record = hold();
+        const passed = client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % PROCESSES}`);
+        record.push(firstWrite);
+        records.push(record);
+        await passed;
+        if (now() > Number(endAt)) break;
+      }
+      sub.disconnect();
+    })();
+    if (i === 0) process.once('message', () => client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start')));
+    await loop;
+  } else {
+    const { createLocks } = await import('../dist/index.js');
+    const locks = createLocks({ redis: client, prefix: 'trace:' });
+    await client.ping();
+    process.send('ready');
+    await new Promise((resolve) => process.once('message', resolve));
+    while (now() < Number(endAt)) {
+      const lease = await locks.acquire('k', { ttl: 10_000 });
+      const record = hold();
+      await lease.release(); // its write goes out on the next tick (latchkey coalesces writes)
+      record.push(firstWrite);
+      records.push(record);
+    }
+    await locks.close();
+  }
+  process.send(records, () => {
+    client.disconnect();
+    process.exit(0);
+  });
+} else {
+  const server = await startRedisServer();
+  const here = fileURLToPath(import.meta.url);
+  const phases = { ring: [], latchkey: [] };
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const kind of ['ring', 'latchkey']) {
+        const startAt = now() + 1500;
+        const endAt = startAt + WARMUP_MS + SECONDS * 1000;
+        const workers = Array.from({ length: PROCESSES }, (_, i) =>
+          fork(here, ['--worker', kind, String(server.port), String(i), String(endAt)], { env: { ...process.env, BENCH_BASE: baseString } }),
+        );
+        const next = (w) =>
+          new Promise((resolve, reject) => {
+            w.once('message', resolve);
+            w.once('exit', (code) => code !== 0 && reject(new Error(`${kind}: a worker exited with code ${code}`)));
+          });
+        await Promise.all(workers.map(next));
+        const finished = workers.map(next);
+        for (const w of workers) w.send('go');
+        const all = (await Promise.all(finished)).flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
+        for (let k = 1; k < all.length; k++) {
+          const [acquiredAt, data, message, , , holder] = all[k];
+          const [, , , releaseAt, write, previous] = all[k - 1];
+          if (acquiredAt < startAt + WARMUP_MS || holder === previous || !write) continue;
+          phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, total: acquiredAt - releaseAt });
+        }
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+  const µs = (x) => String(Math.round(x * 1000)).padStart(5);
+  console.log(`| hand-offs to another process, µs | n | releaser p50/p99 | redis p50/p99 | ioredis p50/p99 | lock p50/p99 | total p50/p99 |`);
+  console.log('| --- | --: | --: | --: | --: | --: | --: |');
+  for (const [kind, rows] of Object.entries(phases)) {
+    const cell = (name) => {
+      const s = summarize(rows.map((r) => r[name]));
+      return `${µs(s.p50)} / ${µs(s.p99)}`;
+    };
+    console.log(`| ${kind === 'ring' ? 'ring (the smallest lock)' : 'latchkey'} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('total')} |`);
+  }
+}
