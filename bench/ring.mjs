@@ -15,11 +15,10 @@
 // Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
 //        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
-import { fork } from 'node:child_process';
-import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { baseString, now, sleep, spin } from './lib/clock.mjs';
+import { now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { joinRing, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
@@ -31,8 +30,6 @@ const RING_WITH = (
   process.env.RING_WITH ||
   'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
 ).split(',');
-const PASS_ON =
-  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
 
 if (process.argv[2] === '--worker') {
   const [, , , kind, port, index, endAt] = process.argv;
@@ -42,36 +39,23 @@ if (process.argv[2] === '--worker') {
   const records = []; // [acquiredAt, releaseCalledAt]
   let done;
   if (kind === 'ring') {
-    const sub = client.duplicate();
-    client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
-    await client.ping();
-    // Subscribing before the connection's ready check has run makes ioredis send that check (INFO)
-    // in subscriber mode, which Redis refuses.
-    if (sub.status !== 'ready') await once(sub, 'ready');
-    let resolveTurn;
-    sub.on('message', (_channel, token) => resolveTurn(token));
-    await sub.subscribe(`ring:${i}`);
-    const turn = () => new Promise((resolve) => (resolveTurn = resolve));
+    const ring = await joinRing(client, i, PROCESSES);
     process.send({ ready: true });
     done = (async () => {
       for (;;) {
-        const token = await turn();
+        const token = await ring.turn();
         const acquiredAt = now();
         spin(HOLD_MS);
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
         // The last pass of the ring lets the ring stop: the next process sees the end time too.
-        await client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % PROCESSES}`);
+        await ring.pass(token);
         if (now() > Number(endAt)) break;
       }
-      sub.disconnect();
+      ring.leave();
     })();
-    if (i === 0) {
-      // Process 0 starts the ring once every process listens (the parent says so).
-      process.once('message', () => {
-        client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start'));
-      });
-    }
+    // Process 0 starts the ring once every process listens (the parent says so).
+    if (i === 0) process.once('message', () => void ring.start());
   } else {
     // "<adapter>/<variant>@<path to a build's index.js>": latchkey from another build (to compare builds).
     const [spec, dist] = kind.split('@');
@@ -112,19 +96,8 @@ if (process.argv[2] === '--worker') {
       for (const kind of Object.keys(results)) {
         const startAt = now() + 2000;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
-        const workers = Array.from({ length: PROCESSES }, (_, i) =>
-          fork(here, ['--worker', kind, String(server.port), String(i), String(endAt)], { env: { ...process.env, BENCH_BASE: baseString } }),
-        );
-        // A worker that dies (an error in a library) ends the run instead of leaving it waiting.
-        const next = (w) =>
-          new Promise((resolve, reject) => {
-            w.once('message', resolve);
-            w.once('exit', (code) => code !== 0 && reject(new Error(`${kind}: a worker exited with code ${code}`)));
-          });
-        await Promise.all(workers.map(next));
-        const finished = workers.map(next);
-        for (const w of workers) w.send('go');
-        const all = (await Promise.all(finished)).flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
+        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        const all = messages.flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
         const from = startAt + WARMUP_MS;
         all.sort((a, b) => a[0] - b[0]);
         const inWindow = all.filter((r) => r[0] >= from && r[0] <= endAt);

@@ -11,20 +11,17 @@
 //   lock       the 'message' event -> acquire() resolved (the lock library's own code)
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
-import { fork } from 'node:child_process';
-import { once } from 'node:events';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { baseString, now, spin } from './lib/clock.mjs';
+import { now, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { joinRing, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
 const ROUNDS = Number(process.env.ROUNDS || 2);
 const PROCESSES = 8;
 const WARMUP_MS = 1000;
-const PASS_ON =
-  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
 
 if (process.argv[2] === '--worker') {
   const [, , , kind, port, index, endAt] = process.argv;
@@ -70,27 +67,21 @@ if (process.argv[2] === '--worker') {
     return record;
   };
   if (kind === 'ring') {
-    const sub = client.duplicate();
-    client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
-    await client.ping();
-    if (sub.status !== 'ready') await once(sub, 'ready'); // see ring.mjs
-    let resolveTurn;
-    sub.on('message', (_channel, token) => resolveTurn(token));
-    await sub.subscribe(`ring:${i}`);
+    const ring = await joinRing(client, i, PROCESSES);
     process.send('ready');
     const loop = (async () => {
       for (;;) {
-        const token = await new Promise((resolve) => (resolveTurn = resolve));
+        const token = await ring.turn();
         const record = hold();
-        const passed = client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % PROCESSES}`);
+        const passed = ring.pass(token);
         record.push(firstWrite);
         records.push(record);
         await passed;
         if (now() > Number(endAt)) break;
       }
-      sub.disconnect();
+      ring.leave();
     })();
-    if (i === 0) process.once('message', () => client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start')));
+    if (i === 0) process.once('message', () => void ring.start());
     await loop;
   } else {
     const { createLocks } = await import('../dist/index.js');
@@ -120,18 +111,8 @@ if (process.argv[2] === '--worker') {
       for (const kind of ['ring', 'latchkey']) {
         const startAt = now() + 1500;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
-        const workers = Array.from({ length: PROCESSES }, (_, i) =>
-          fork(here, ['--worker', kind, String(server.port), String(i), String(endAt)], { env: { ...process.env, BENCH_BASE: baseString } }),
-        );
-        const next = (w) =>
-          new Promise((resolve, reject) => {
-            w.once('message', resolve);
-            w.once('exit', (code) => code !== 0 && reject(new Error(`${kind}: a worker exited with code ${code}`)));
-          });
-        await Promise.all(workers.map(next));
-        const finished = workers.map(next);
-        for (const w of workers) w.send('go');
-        const all = (await Promise.all(finished)).flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
+        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        const all = messages.flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
         for (let k = 1; k < all.length; k++) {
           const [acquiredAt, data, message, , , holder] = all[k];
           const [, , , releaseAt, write, previous] = all[k - 1];

@@ -1,0 +1,51 @@
+// The ring of bench/ring.mjs and bench/trace-handoff.mjs (the smallest lock that passes between
+// processes: process i always hands to i + 1), and the passes both run: worker processes forked
+// together, started together, their records collected.
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { baseString } from './clock.mjs';
+
+/** The ring's release: checks the holder's token, writes the next holder's and tells it. */
+export const PASS_ON =
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
+
+/**
+ * Joins the ring as process `i` of `processes` on the ioredis `client`: `turn()` resolves with the
+ * token when the lock comes to this process, `pass(token)` hands it to the next one, `start()`
+ * (process 0, once every process listens) sets the ring going, `leave()` closes the subscriber.
+ */
+export async function joinRing(client, i, processes) {
+  const sub = client.duplicate();
+  client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
+  await client.ping();
+  // Subscribing before the connection's ready check has run makes ioredis send that check (INFO)
+  // in subscriber mode, which Redis refuses.
+  if (sub.status !== 'ready') await once(sub, 'ready');
+  let resolveTurn;
+  sub.on('message', (_channel, token) => resolveTurn(token));
+  await sub.subscribe(`ring:${i}`);
+  return {
+    turn: () => new Promise((resolve) => (resolveTurn = resolve)),
+    pass: (token) => client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % processes}`),
+    start: () => client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start')),
+    leave: () => sub.disconnect(),
+  };
+}
+
+/**
+ * Forks `processes` workers of `script` with `args(i)`, waits until each says it is ready, sends
+ * them all 'go', and resolves with each one's final message. A worker that dies (an error in a
+ * library) rejects, instead of leaving the run waiting.
+ */
+export async function runWorkers(script, processes, args) {
+  const workers = Array.from({ length: processes }, (_, i) => fork(script, args(i), { env: { ...process.env, BENCH_BASE: baseString } }));
+  const next = (w) =>
+    new Promise((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('exit', (code) => code !== 0 && reject(new Error(`a worker (${args(0).join(' ')}) exited with code ${code}`)));
+    });
+  await Promise.all(workers.map(next));
+  const finished = workers.map(next);
+  for (const w of workers) w.send('go');
+  return Promise.all(finished);
+}
