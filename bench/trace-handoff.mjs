@@ -11,8 +11,11 @@
 //   lock       the 'message' event -> acquire() resolved (the lock library's own code)
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
+// LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
+// the repository).
 import net from 'node:net';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { now, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinRing, runWorkers } from './lib/ring.mjs';
@@ -84,7 +87,8 @@ if (process.argv[2] === '--worker') {
     if (i === 0) process.once('message', () => void ring.start());
     await loop;
   } else {
-    const { createLocks } = await import('../dist/index.js');
+    const dist = process.env.LATCHKEY_DIST ? pathToFileURL(path.resolve(process.env.LATCHKEY_DIST)).href : '../dist/index.js';
+    const { createLocks } = await import(dist);
     const locks = createLocks({ redis: client, prefix: 'trace:' });
     await client.ping();
     process.send('ready');
