@@ -6,13 +6,13 @@
 // (/proc/<pid>/stat, 10 ms ticks). On a machine shared with other work, pairs/s moves with the
 // load; CPU per pair much less.
 // Usage: node bench/ab.mjs <contender> <contender> [...]
-//   a contender is a path to a build's dist/index.js, `redis-semaphore` (its Mutex, same loop), or
+//   a contender is a path to a build's dist/index.js, `redis-semaphore` (its Mutex, same loop),
 //   `smallest` (the smallest correct lock on ioredis: SET NX PX with a random token, drawn as
-//   latchkey draws its tokens, then a compare-and-delete script, nothing else) or `smallest-coalesced` (the same, with the commands
-//   of a turn written together, 16 at most, as latchkey writes them): what a lock can reach on
-//   this client and machine. `smallest-fenced` and `smallest-fenced-coalesced`: the same, but the
-//   SET NX PX is run by a script that also issues a fencing token (INCR of a counter key): the
-//   smallest lock with fences
+//   latchkey draws its tokens, then a compare-and-delete script, nothing else),
+//   `smallest-coalesced` (the same, with the commands of a turn written together, 16 at most, as
+//   latchkey writes them): what a lock can reach on this client and machine; `smallest-fenced`
+//   and `smallest-fenced-coalesced`: the same, but the SET NX PX is run by a script that also
+//   issues a fencing token (INCR of a counter key): the smallest lock with fences
 //   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
 //        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
@@ -23,6 +23,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
 
 const here = fileURLToPath(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS || 3);
@@ -57,14 +58,8 @@ async function lockLoop(contender, port) {
       used += 16;
       return pool.toString('hex', used - 16, used);
     };
-    client.defineCommand('deleteIfEqual', {
-      numberOfKeys: 1,
-      lua: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    });
-    client.defineCommand('setIfFreeAndFence', {
-      numberOfKeys: 2,
-      lua: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return false",
-    });
+    client.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
+    client.defineCommand('setIfFreeAndFence', { numberOfKeys: 2, lua: SET_AND_FENCE });
     const beforeSend = contender.endsWith('-coalesced') ? coalescer(client) : () => {};
     const fenced = contender.startsWith('smallest-fenced');
     return {
@@ -146,8 +141,8 @@ if (process.argv[2] === '--pass') {
   await loop.close();
 } else {
   const names = process.argv.slice(2);
-  if (names.length < 2) throw new Error('usage: node bench/ab.mjs <contender> <contender> [...], a contender: dist/index.js (a build), redis-semaphore, smallest or smallest-coalesced');
   const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced']);
+  if (names.length < 2) throw new Error(`usage: node bench/ab.mjs <contender> <contender> [...], a contender: a build's dist/index.js or one of ${[...named].join(', ')}`);
   const contenders = names.map((p) => (named.has(p) ? p : pathToFileURL(path.resolve(p)).href));
   const server = await startRedisServer();
   const results = contenders.map(() => []);

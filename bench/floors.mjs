@@ -15,13 +15,12 @@ import { Redis } from 'ioredis';
 import { createLocks } from '../dist/index.js';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { DELETE_IF_EQUAL, SET_IF_FREE } from './lib/smallest-lock.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 6);
 const SLICE_MS = 250;
 const TTL = 10_000;
-const SET_IF_FREE = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
-const DELETE_IF_EQUAL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
 const clients = servers.map((s) => new Redis(s.port, '127.0.0.1'));

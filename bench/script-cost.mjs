@@ -12,6 +12,8 @@
 import fs from 'node:fs';
 import { Redis } from 'ioredis';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { PASS_ON } from './lib/ring.mjs';
+import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
 
 const ROUNDS = Number(process.env.ROUNDS || 9);
 const CALLS = 4000;
@@ -19,10 +21,6 @@ const BATCH = 50;
 const source = (file) => fs.readFileSync(new URL(file, import.meta.url), 'utf8');
 const ACQUIRE = process.env.ACQUIRE_LUA ? fs.readFileSync(process.env.ACQUIRE_LUA, 'utf8') : source('../src/lua/acquire.lua');
 const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LUA, 'utf8') : source('../src/lua/release.lua');
-const PASS_ON =
-  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end redis.call('SET', KEYS[1], ARGV[2], 'PX', 10000) return redis.call('PUBLISH', ARGV[3], ARGV[2])";
-const SET_AND_FENCE = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return false";
-const DELETE_IF_EQUAL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 const RETENTION = String(24 * 60 * 60 * 1000);
 const token = (i) => i.toString(16).padStart(32, '0');
 const k = '{k}';

@@ -14,9 +14,9 @@
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
 // the repository).
 import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { now, spin } from './lib/clock.mjs';
+import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinRing, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
@@ -87,8 +87,7 @@ if (process.argv[2] === '--worker') {
     if (i === 0) process.once('message', () => void ring.start());
     await loop;
   } else {
-    const dist = process.env.LATCHKEY_DIST ? pathToFileURL(path.resolve(process.env.LATCHKEY_DIST)).href : '../dist/index.js';
-    const { createLocks } = await import(dist);
+    const { createLocks } = await import(latchkeyModule());
     const locks = createLocks({ redis: client, prefix: 'trace:' });
     await client.ping();
     process.send('ready');

@@ -886,8 +886,7 @@ class LockManager implements Locks {
     }
     const { reply, sentAt } = first;
     if (reply.acquired && !head.stop && validUntil(sentAt, head.ttl, this.#settings.driftFactor) > now()) {
-      this.#settle(state, head);
-      return this.#lease(state, head.keys, head.token, reply.fence, head.ttl, sentAt, head.renew, reply.replicated);
+      return this.#leaseFor(state, head, reply.fence, sentAt, reply.replicated);
     }
     return first;
   }
@@ -1019,8 +1018,7 @@ class LockManager implements Locks {
       this.#forget(state);
       return;
     }
-    this.#settle(state, head);
-    this.#deliver(head, lease);
+    this.#deliver(head, lease); // settled already: #waitRemotely's lease comes from #leaseFor
   }
 
   #settle(state: KeyState, waiter: Waiter): void {
@@ -1056,11 +1054,7 @@ class LockManager implements Locks {
     waiter.cancel?.(reason);
   }
 
-  /**
-   * The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the
-   * deadline. The head is settled (out of the local queue) before its lease is made, as in #probe and
-   * a local hand-off: the lease then watches its expiry only when other callers of this process wait.
-   */
+  /** The head's loop: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the deadline. */
   async #waitRemotely(state: KeyState, head: Waiter, first?: Attempt): Promise<Lease> {
     const { keys, token, ttl } = head;
     const member = head.strategy === 'notify' ? head.member : undefined;
@@ -1075,8 +1069,7 @@ class LockManager implements Locks {
         if (fence !== undefined && validUntil(head.lastSent, ttl, this.#settings.driftFactor) - now() > ttl / 2) {
           // Granted by a release, without a round trip: valid from this waiter's last attempt,
           // which reached Redis before the release did.
-          this.#settle(state, head);
-          return this.#lease(state, keys, token, fence, ttl, head.lastSent, head.renew);
+          return this.#leaseFor(state, head, fence, head.lastSent);
         }
         // (A grant with too little validity left is refreshed by the next attempt: the lock holds our token.)
         attempt = await this.#headAttempt(head);
@@ -1085,8 +1078,7 @@ class LockManager implements Locks {
       if (!reply.acquired) head.lastSent = sentAt;
       if (reply.acquired) {
         if (validUntil(sentAt, ttl, this.#settings.driftFactor) > now()) {
-          this.#settle(state, head);
-          return this.#lease(state, keys, token, reply.fence, ttl, sentAt, head.renew, reply.replicated);
+          return this.#leaseFor(state, head, reply.fence, sentAt, reply.replicated);
         }
         await this.#backend.release(keys, token).catch(() => {}); // too late to be of use
       }
@@ -1345,6 +1337,16 @@ class LockManager implements Locks {
     return this.#inbox;
   }
 
+  /**
+   * The lease of a waiter that got the lock (its probe, its wait, or a local hand-off). The waiter
+   * leaves the local queue first, so that the lease watches its expiry only when other callers of
+   * this process wait behind it (not for the waiter itself).
+   */
+  #leaseFor(state: KeyState, waiter: Waiter, fence: number, sentAt: number, replicated?: boolean): Lease {
+    this.#settle(state, waiter);
+    return this.#lease(state, waiter.keys, waiter.token, fence, waiter.ttl, sentAt, waiter.renew, replicated);
+  }
+
   #lease(
     state: KeyState,
     keys: LockKeys,
@@ -1403,9 +1405,8 @@ class LockManager implements Locks {
       this.#pump(state);
       return 'ok';
     }
-    this.#settle(state, next);
     this.#held.delete(lease);
-    const handed = this.#lease(state, next.keys, next.token, reply.handedOff, next.ttl, sentAt, next.renew);
+    const handed = this.#leaseFor(state, next, reply.handedOff, sentAt);
     state.streak++;
     this.#deliver(next, handed);
     return 'ok';

@@ -1,11 +1,9 @@
 // latchkey, from this repository's build (run `npm run build` first), or the build LATCHKEY_DIST names.
 // Variants: "default" (notify strategy, all defaults) and "backoff" (strategy: 'backoff').
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-// LATCHKEY_DIST: another build's index.js (a copy of dist inside the repository), to compare builds.
-const { createLocks } = await import(process.env.LATCHKEY_DIST ? pathToFileURL(path.resolve(process.env.LATCHKEY_DIST)).href : '../../dist/index.js');
+import { latchkeyModule } from '../lib/latchkey-module.mjs';
 import { closeIoredis, connectIoredis } from './_clients.mjs';
+
+const { createLocks } = await import(latchkeyModule());
 
 export const meta = {
   name: 'latchkey',
