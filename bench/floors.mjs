@@ -9,7 +9,8 @@
 //   five nodes  the same over five masters, each operation sent to all five and done when three
 //               answered (a majority): 2 x PING, the smallest lock, latchkey's redlock
 // Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
-// redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux). Usage: npm run build && node bench/floors.mjs
+// redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux), and
+// this process's (the client side). Usage: npm run build && node bench/floors.mjs
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLocks } from '../dist/index.js';
@@ -62,6 +63,8 @@ try {
   const samples = Object.fromEntries(Object.keys(contenders).map((name) => [name, []]));
   // The redis-servers' CPU time (user + system, /proc/<pid>/stat, 10 ms ticks) around each slice, per contender.
   const serverCpu = Object.fromEntries(Object.keys(contenders).map((name) => [name, 0]));
+  // This process's CPU time (the client's side: the lock's code, ioredis, the socket calls), per contender.
+  const clientCpu = Object.fromEntries(Object.keys(contenders).map((name) => [name, 0]));
   const cpuOfServers = () =>
     servers.reduce((sum, s) => {
       const cpu = processCpu(s.pid);
@@ -72,6 +75,7 @@ try {
   while (performance.now() < end) {
     for (const [name, run] of Object.entries(contenders)) {
       const before = cpuOfServers();
+      const ownBefore = process.cpuUsage();
       const sliceEnd = performance.now() + SLICE_MS;
       while (performance.now() < sliceEnd) {
         const t = performance.now();
@@ -79,18 +83,20 @@ try {
         samples[name].push(performance.now() - t);
       }
       serverCpu[name] += cpuOfServers() - before;
+      const own = process.cpuUsage(ownBefore);
+      clientCpu[name] += own.user + own.system;
     }
   }
   const stat = (name) => summarize(samples[name]);
   const ping1 = stat('1 node: 2 x PING');
-  console.log('| pair (sequential) | p50 ms | p99 ms | p50 / 2 x PING (1 node) | 5 nodes / 1 node p50 | 5 nodes / 1 node p99 | redis-server CPU µs per pair, all nodes | pairs |');
-  console.log('| --- | --: | --: | --: | --: | --: | --: | --: |');
+  console.log('| pair (sequential) | p50 ms | p99 ms | p50 / 2 x PING (1 node) | 5 nodes / 1 node p50 | 5 nodes / 1 node p99 | redis-server CPU µs per pair, all nodes | client CPU µs per pair | pairs |');
+  console.log('| --- | --: | --: | --: | --: | --: | --: | --: | --: |');
   for (const name of Object.keys(contenders)) {
     const s = stat(name);
     const five = name.startsWith('5');
     const one = five ? stat(name.replace('5 nodes', '1 node')) : undefined;
     console.log(
-      `| ${name} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${(s.p50 / ping1.p50).toFixed(2)} | ${one ? (s.p50 / one.p50).toFixed(2) : ''} | ${one ? (s.p99 / one.p99).toFixed(2) : ''} | ${(serverCpu[name] / s.n).toFixed(0)} | ${s.n} |`,
+      `| ${name} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${(s.p50 / ping1.p50).toFixed(2)} | ${one ? (s.p50 / one.p50).toFixed(2) : ''} | ${one ? (s.p99 / one.p99).toFixed(2) : ''} | ${(serverCpu[name] / s.n).toFixed(0)} | ${(clientCpu[name] / s.n).toFixed(0)} | ${s.n} |`,
     );
   }
   await single.close();

@@ -7,7 +7,8 @@
 //   (c) three of five hung: what one acquire does within 10 s (rejects, resolves, hangs), and
 //       whether keys are left behind on the nodes once they resume.
 // Usage: npm run bench (after bench/run.mjs), or node bench/quorum.mjs after npm run build.
-// Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_ONLY=substr[,substr].
+// Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_ONLY=substr[,substr],
+// LATCHKEY_DIST (another build's dist/index.js, inside the repository, to compare builds).
 import { createRequire } from 'node:module';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { summarize } from './lib/stats.mjs';
+import { latchkeyModule } from './lib/latchkey-module.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -29,7 +31,7 @@ const LIBRARIES = [
   {
     name: 'latchkey',
     async make(clients) {
-      const { createLocks } = await import('../dist/index.js');
+      const { createLocks } = await import(latchkeyModule());
       const locks = clients.length === 1 ? createLocks({ redis: clients[0], prefix: 'q:' }) : createLocks({ redlock: clients, prefix: 'q:' });
       return { acquire: (key) => locks.acquire(key, { ttl: TTL }), release: (lease) => lease.release(), close: () => locks.close() };
     },

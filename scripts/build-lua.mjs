@@ -14,8 +14,10 @@ const entries = files.map((file) => {
   const source = readFileSync(join(dir, file), 'utf8');
   const header = source.match(/^--\[\[([\s\S]*?)\]\]/);
   if (!header) throw new Error(`${file}: missing the --[[ contract header ]]`);
-  // Declared keys and arguments: lines that start with KEYS[i] or ARGV[i] (each index once).
+  // Declared keys and arguments: lines that start with KEYS[i] or ARGV[i] (each index once);
+  // KEYS[i]? or ARGV[i]? marks one a call may leave out (trailing ones only).
   const keys = [...new Set([...header[1].matchAll(/^\s*KEYS\[(\d+)\]/gm)].map((m) => Number(m[1])))];
+  const optional = (kind) => new Set([...header[1].matchAll(new RegExp(`^\\s*${kind}\\[(\\d+)\\]\\?`, 'gm'))].map((m) => Number(m[1]))).size;
   // Keys repeated per item (a script on several locks): lines that start with KEYS[<k>i] or KEYS[<k>i-<j>].
   const perItem = new Set([...header[1].matchAll(/^\s*KEYS\[(\d*i(?:-\d+)?)\]/gm)].map((m) => m[1])).size;
   const args = [...new Set([...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1])))];
@@ -24,7 +26,9 @@ const entries = files.map((file) => {
     if (!keys.includes(k)) throw new Error(`${file}: uses KEYS[${k}] but its header does not document it`);
   }
   const sha = createHash('sha1').update(source).digest('hex');
-  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length, keysPerItem: perItem };
+  const optionalKeys = optional('KEYS');
+  const optionalArgs = optional('ARGV');
+  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length, keysPerItem: perItem, optionalKeys, optionalArgs };
 });
 
 const out = [
@@ -33,12 +37,14 @@ const out = [
   '',
   ...entries.map((e) =>
     [
-      `/** ${e.file}: ${e.keysPerItem > 0 ? `${e.numberOfKeys} key(s) and ${e.keysPerItem} per item` : `${e.numberOfKeys} key(s)`}, ${e.numberOfArgs} argument(s). */`,
+      `/** ${e.file}: ${e.keysPerItem > 0 ? `${e.numberOfKeys} key(s) and ${e.keysPerItem} per item` : `${e.numberOfKeys} key(s)`}${e.optionalKeys ? ` (the last ${e.optionalKeys} optional)` : ''}, ${e.numberOfArgs} argument(s)${e.optionalArgs ? ` (the last ${e.optionalArgs} optional)` : ''}. */`,
       `export const ${e.name}Script: LuaScript = {`,
       `  name: ${JSON.stringify(e.name)},`,
       `  numberOfKeys: ${e.numberOfKeys},`,
       `  numberOfArgs: ${e.numberOfArgs},`,
       ...(e.keysPerItem > 0 ? [`  keysPerItem: ${e.keysPerItem},`] : []),
+      ...(e.optionalKeys > 0 ? [`  optionalKeys: ${e.optionalKeys},`] : []),
+      ...(e.optionalArgs > 0 ? [`  optionalArgs: ${e.optionalArgs},`] : []),
       `  sha: ${JSON.stringify(e.sha)},`,
       `  source: ${JSON.stringify(e.source)},`,
       '};',

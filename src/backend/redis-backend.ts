@@ -16,6 +16,7 @@ import {
   semaphoreExtendScript,
   semaphoreLeaveScript,
   semaphoreReleaseScript,
+  wakeReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
@@ -26,7 +27,7 @@ const RETENTION = String(FENCE_RETENTION);
 
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
-  [acquireScript, releaseScript, extendScript],
+  [acquireScript, releaseScript, wakeReleaseScript, extendScript],
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
@@ -130,12 +131,18 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const client = ready ?? (await connect());
       const sem = keys.semaphore;
       const script = sem ? semaphoreAcquireScript : acquireScript;
-      const scriptKeys = sem ? [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive] : [keys.lock, keys.fence, keys.queue, keys.alive];
-      const waiter = queue?.member ?? '';
-      const entryTtl = String(queue?.entryTtl ?? 0);
-      const args = sem
-        ? [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), waiter, entryTtl, ...publishArgs(client, keys)]
-        : [token, String(ttl), RETENTION, waiter, entryTtl, fenceFloor === undefined ? '' : String(fenceFloor)];
+      let scriptKeys: string[];
+      let args: string[];
+      if (sem) {
+        scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
+        args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
+      } else {
+        // The queue's keys and arguments only for a caller that queues (acquire.lua's optional ones).
+        const floor = fenceFloor === undefined ? '' : String(fenceFloor);
+        const fenceTtl = String(ttl + FENCE_RETENTION);
+        scriptKeys = queue ? [keys.lock, keys.fence, keys.queue, keys.alive] : [keys.lock, keys.fence];
+        args = queue ? [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] : [token, String(ttl), fenceTtl, floor];
+      }
       if (!replication) {
         const [status, value] = asPair(await runScript(client, script, scriptKeys, args), script);
         return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
@@ -172,11 +179,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
       }
       const [inboxAt, sharded] = publishArgs(client, keys);
+      if (wake) {
+        // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
+        const args = sharded === '1' ? [token, inboxAt, sharded] : [token, inboxAt];
+        return ownership(asInteger(await runScript(client, wakeReleaseScript, [keys.lock, keys.queue, keys.alive, keys.holder], args), wakeReleaseScript), 'release');
+      }
       const reply = await runScript(
         client,
         releaseScript,
         [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
-        [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, wake ? '1' : '0', sharded],
+        [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
       );
       const [status, fence] = asPair(reply, releaseScript);
       return status === 2 ? { handedOff: fence } : ownership(status, 'release');

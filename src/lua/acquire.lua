@@ -8,16 +8,22 @@
 
   KEYS[1]  lock key    string: the holder's token
   KEYS[2]  fence key   string: the last fence issued for this lock (an integer)
-  KEYS[3]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
-  KEYS[4]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", the entry's expiry
+  KEYS[3]? queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs);
+                       passed with KEYS[4], ARGV[5] and ARGV[6], only by a caller that queues
+  KEYS[4]? alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", the entry's expiry
                        (server clock) and what a release needs to grant the lock to it
   ARGV[1]  token       the caller's random token (at least 128 bits, hex)
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
-  ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
-  ARGV[4]  waiter      "<inbox>:<id>" to queue under when the lock is busy, or "" not to queue
-  ARGV[5]  entry ttl   how long a queue entry lives without another attempt, milliseconds
-  ARGV[6]  floor       "" on a single Redis; on a Redlock node, the caller's proposed fence (its
+  ARGV[3]  fence ttl   how long the fence counter lives: the lease's ttl plus how long the
+                       counter outlives it, milliseconds
+  ARGV[4]  floor       "" on a single Redis; on a Redlock node, the caller's proposed fence (its
                        clock in microseconds): see Returns
+  ARGV[5]? waiter      "<inbox>:<id>" to queue under when the lock is busy; absent: not queued
+  ARGV[6]? entry ttl   how long a queue entry lives without another attempt, milliseconds
+
+  The optional keys and arguments go together: a call passes all four or none. Fewer arguments
+  are less work for Redis and the client (each one is parsed, copied and turned into a Lua
+  string), which counts five times over on a Redlock of five nodes.
 
   Returns
     {1, fence}  acquired. fence = max(last fence + 1, server TIME in microseconds): it grows
@@ -33,14 +39,13 @@
                 the fence it was issued is returned again.
     {0, pttl}   busy: held by another token; pttl is its remaining time to live in
                 milliseconds (-1 if the key has no expiry). The caller is queued (or its entry
-                refreshed) when ARGV[4] is not empty.
+                refreshed) when ARGV[5] is given.
   Errors
     WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
-local floor = tonumber(ARGV[6])
-local fenceTtl = tonumber(ttl) + tonumber(ARGV[3])
+local token, ttl, fenceTtl, waiter = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
+local floor = tonumber(ARGV[4])
 
 -- The next fence after `last` (the counter's value, or nil when there is none): above the last
 -- one issued, and never below the server clock in µs (with a floor: see Returns).
@@ -97,7 +102,7 @@ elseif redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
   end
 end
 if fence then
-  if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
+  if waiter and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
   return {1, fence}
@@ -111,9 +116,9 @@ if current == token then
   return {1, (last and tonumber(last)) or issueFence(nil)}
 end
 
-if waiter ~= '' then
+if waiter then
   local now = redis.call('TIME')
-  local entryTtl = tonumber(ARGV[5])
+  local entryTtl = tonumber(ARGV[6])
   local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
   redis.call('HSET', aliveKey, waiter, (nowMs + entryTtl) .. ' ' .. ttl .. ' ' .. token)

@@ -11,6 +11,10 @@ export interface LuaScript {
   readonly keysPerItem?: number;
   /** How many `ARGV[i]` its contract header declares. */
   readonly numberOfArgs: number;
+  /** How many of the declared keys, the last ones, a call may leave out (`KEYS[i]?` in the header). */
+  readonly optionalKeys?: number;
+  /** How many of the declared arguments, the last ones, a call may leave out (`ARGV[i]?` in the header). */
+  readonly optionalArgs?: number;
   /** SHA-1 of the source, for EVALSHA. */
   readonly sha: string;
   readonly source: string;

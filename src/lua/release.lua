@@ -11,9 +11,8 @@
      and the releasing process cannot barge back in. A waiter whose inbox has no subscriber
      (its process died) is skipped: PUBLISH reports how many received the message;
    - free: the key is deleted.
-  With ARGV[7] = "1" (wake mode, used by Redlock, where one node cannot grant a lock that needs a
-  majority) the lock is freed and the oldest live queued waiter is only told "<waiter> 0": it
-  keeps its place in the queue and tries again at once.
+  Where one server cannot decide who holds the lock next (Redlock's nodes, replica
+  acknowledgement), wake-release.lua frees the lock and wakes the next waiter instead.
 
   KEYS[1]  lock key
   KEYS[2]  fence key
@@ -27,8 +26,7 @@
   ARGV[4]  new token   hand-off: the next local waiter's token, or "" for no hand-off
   ARGV[5]  pass on     "1": grant to a live queued waiter, if any, rather than hand off
   ARGV[6]  retention   how long the fence counter outlives the lease, milliseconds
-  ARGV[7]  wake        "1": wake mode (free, and tell the next live waiter), "0": grant mode
-  ARGV[8]  sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
+  ARGV[7]  sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
                        "<lock key>:inbox:", a channel in the lock's slot), "0": PUBLISH
 
   Returns
@@ -42,7 +40,7 @@
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local newToken = ARGV[4]
 -- How many listeners got the message: SPUBLISH counts those on this shard, where the inbox is.
-local publish = ARGV[8] == '1' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[7] == '1' and 'SPUBLISH' or 'PUBLISH'
 
 local current = redis.call('GET', lockKey)
 if current ~= ARGV[1] then
@@ -71,26 +69,6 @@ local function grant(token, ttl)
   end
   redis.call('SET', lockKey, token, 'PX', ttl)
   return fence
-end
-
-if ARGV[7] == '1' then
-  for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
-    if not head then break end
-    local entry = redis.call('HGET', aliveKey, head)
-    now = now or redis.call('TIME')
-    local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    local deadline = string.match(entry or '', '^(%d+) ')
-    local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
-    if deadline and tonumber(deadline) > nowMs and redis.call(publish, inbox, head .. ' 0') > 0 then
-      break
-    end
-    -- Expired, or nobody listens on its inbox (its process is gone): drop it.
-    redis.call('ZREM', queueKey, head)
-    redis.call('HDEL', aliveKey, head)
-  end
-  redis.call('DEL', lockKey, KEYS[5])
-  return {1, 0}
 end
 
 if newToken == '' or ARGV[5] == '1' then

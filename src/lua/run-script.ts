@@ -80,12 +80,16 @@ export async function runScriptReplicated(
 function checkArity(script: LuaScript, keys: readonly string[], args: readonly string[]): void {
   const perItem = script.keysPerItem ?? 0;
   const items = keys.length - script.numberOfKeys;
-  const keysMatch = perItem > 0 ? items >= perItem && items % perItem === 0 : keys.length === script.numberOfKeys;
-  if (!keysMatch || args.length !== script.numberOfArgs) {
-    const declared = perItem > 0 ? `${script.numberOfKeys} + ${perItem} per item` : String(script.numberOfKeys);
+  const optionalKeys = script.optionalKeys ?? 0;
+  const optionalArgs = script.optionalArgs ?? 0;
+  const keysMatch =
+    perItem > 0 ? items >= perItem && items % perItem === 0 : keys.length <= script.numberOfKeys && keys.length >= script.numberOfKeys - optionalKeys;
+  if (!keysMatch || args.length > script.numberOfArgs || args.length < script.numberOfArgs - optionalArgs) {
+    const range = (n: number, optional: number): string => (optional > 0 ? `${n - optional} to ${n}` : String(n));
+    const declared = perItem > 0 ? `${script.numberOfKeys} + ${perItem} per item` : range(script.numberOfKeys, optionalKeys);
     throw new BackendError(
       script.name,
-      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${declared} and ${script.numberOfArgs} (a latchkey bug: please report it)`,
+      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${declared} and ${range(script.numberOfArgs, optionalArgs)} (a latchkey bug: please report it)`,
     );
   }
 }

@@ -193,16 +193,17 @@ describe('the acquire script', () => {
     const prefix = uniquePrefix();
     const keys = lockKeys(prefix, 'replay');
     const client = adaptClient(redis.raw);
-    const all = [keys.lock, keys.fence, keys.queue, keys.alive];
-    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', '']);
-    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', '']);
-    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '1000', '', '0', '']);
+    // Not queuing: the lock and fence keys only; token, ttl, the counter's ttl, no floor.
+    const all = [keys.lock, keys.fence];
+    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
+    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
+    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '6000', '']);
     expect(replay).toEqual(first);
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
     // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
     await redis.raw.del(keys.fence);
-    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '1000', '', '0', ''])) as number[];
+    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '6000', ''])) as number[];
     expect(afterLoss[0]).toBe(1);
     expect(afterLoss[1]).toBeGreaterThan((first as number[])[1]!);
   });
@@ -289,7 +290,7 @@ describe('the borrowed client', () => {
     client.disconnect();
   });
 
-  it("sends the scripts of one turn of the event loop in writes of 16 commands, and leaves the client's socket uncorked", async () => {
+  it("writes the first script of a turn of the event loop at once and the rest in writes of 16 commands, and leaves the client's socket uncorked", async () => {
     const client = new Redis(redis.server.port, '127.0.0.1');
     await client.ping();
     const locks = createLocks({ redis: client, prefix: uniquePrefix() });
@@ -309,19 +310,20 @@ describe('the borrowed client', () => {
         return writev(...args);
       };
     }
-    // 40 acquires in one turn, and a command of the user's own in the same turn: the first two full
-    // batches of 16 leave at once, the last 8 with the user's command at the end of the turn.
+    // 40 acquires in one turn, and a command of the user's own in the same turn: the first leaves
+    // at once (a lone command never waits for the rest of the turn), the next two full batches of
+    // 16 as they fill, the last 7 with the user's command at the end of the turn.
     const acquired = Array.from({ length: 40 }, (_, i) => locks.acquire(`burst-${i}`));
-    expect(writes.calls).toBe(2);
+    expect(writes.calls).toBe(3);
     const ping = client.ping();
     expect(socket.writableCorked).toBe(1);
     const leases = await Promise.all(acquired);
     expect(await ping).toBe('PONG');
-    expect(writes.calls).toBe(3);
+    expect(writes.calls).toBe(4);
     expect(socket.writableCorked).toBe(0);
     writes.calls = 0;
     await Promise.all(leases.slice(0, 16).map((lease) => lease.release()));
-    expect(writes.calls).toBe(1);
+    expect(writes.calls).toBe(2); // the first at once, the other 15 together
     await Promise.all(leases.slice(16).map((lease) => lease.release()));
     expect(socket.writableCorked).toBe(0);
     socket._write = write;

@@ -14,7 +14,7 @@ import {
   type Locks,
 } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { releaseScript } from '../../src/lua/scripts.generated.js';
+import { wakeReleaseScript } from '../../src/lua/scripts.generated.js';
 import { rawClient, uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { aborted } from '../contract/lock-contract.js';
@@ -203,7 +203,7 @@ describe('Redlock', () => {
     // Node 2 knows the release script but not the acquire script: when it wakes, the queued
     // release runs first and the acquire is re-sent as EVAL after it (NOSCRIPT), so it lands late.
     await raws[2]!.script('FLUSH');
-    await raws[2]!.script('LOAD', releaseScript.source);
+    await raws[2]!.script('LOAD', wakeReleaseScript.source);
     servers[2]!.pause();
     let resumed = false;
     try {
@@ -238,7 +238,7 @@ describe('Redlock', () => {
     // Node 2 knows the release script but not the acquire script: when it wakes, the queued
     // release runs first and the acquire is re-sent as EVAL after it, so it lands after the release.
     await raws[2]!.script('FLUSH');
-    await raws[2]!.script('LOAD', releaseScript.source);
+    await raws[2]!.script('LOAD', wakeReleaseScript.source);
     servers[2]!.pause();
     try {
       const lease = await locks.acquire('late', { ttl: 5000 }); // won on nodes 0 and 1

@@ -1,0 +1,61 @@
+--[[
+  wake-release: end a lease, only if the lock still holds the caller's token; free the lock and
+  tell the oldest live queued waiter to try again.
+
+  Used where one server cannot decide who holds the lock next, so that a release must not grant
+  it (as release.lua does): on each node of a Redlock (a lock needs a majority of nodes, and
+  this node is one vote), and with replica acknowledgement (every lease must go through an
+  acquire and its WAIT). The waiter is told "<waiter> 0" on its manager's inbox channel: it keeps
+  its place in the queue and tries again at once. A waiter whose entry expired, or whose inbox
+  has no subscriber (its process is gone: PUBLISH reports how many received the message), is
+  dropped and the next one told.
+
+  This is every Redlock release's path, so it does as little as it can: three calls when nobody
+  waits, and no more arguments than it needs.
+
+  KEYS[1]  lock key
+  KEYS[2]  queue key   sorted set of waiters in arrival order
+  KEYS[3]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[4]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
+                       describes the lease that ends here
+  ARGV[1]  token       token of the lease being released
+  ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
+  ARGV[3]? sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
+                       "<lock key>:inbox:", a channel in the lock's slot); absent: PUBLISH
+
+  Returns
+     1  released (and the next live waiter, if any, told)
+     0  not held: the key is gone (the lease expired or was deleted)
+    -1  not held: the key holds another token (the lease expired and was taken)
+  Errors
+    WRONGTYPE  one of the keys holds a value of another type.
+]]
+local current = redis.call('GET', KEYS[1])
+if current ~= ARGV[1] then
+  if not current then return 0 end
+  return -1
+end
+
+local queueKey, aliveKey = KEYS[2], KEYS[3]
+-- How many listeners got the message: SPUBLISH counts those on this shard, where the inbox is.
+local publish = ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH'
+local nowMs
+for _ = 1, 100 do
+  local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+  if not head then break end
+  local entry = redis.call('HGET', aliveKey, head)
+  if not nowMs then
+    local now = redis.call('TIME')
+    nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  end
+  local deadline = string.match(entry or '', '^(%d+) ')
+  local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
+  if deadline and tonumber(deadline) > nowMs and redis.call(publish, inbox, head .. ' 0') > 0 then
+    break
+  end
+  -- Expired, or nobody listens on its inbox (its process is gone): drop it.
+  redis.call('ZREM', queueKey, head)
+  redis.call('HDEL', aliveKey, head)
+end
+redis.call('DEL', KEYS[1], KEYS[4])
+return 1
