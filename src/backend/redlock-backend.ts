@@ -9,6 +9,68 @@ export interface RedlockSettings {
   readonly nodeTimeout: number | undefined;
 }
 
+/** Acquire attempts sent with one token whose replies may still come (see `inFlight`). */
+interface SentAttempts {
+  /** Per node: the last attempt sent there, negated once a release was sent behind it. */
+  readonly last: number[];
+  /** Per node: its count of scripts re-sent with EVAL when that attempt was sent. */
+  readonly resends: number[];
+  /** Replies (or failures) still to come. */
+  outstanding: number;
+}
+
+/** A fan-out's per-node timeout: `expire` runs once `at` (performance.now() ms) has passed. */
+interface Deadline {
+  readonly at: number;
+  expire(now: number): void;
+}
+
+/**
+ * The deadlines of the fan-outs waiting for replies, all on one timer. A timer per fan-out
+ * (setTimeout, unref, clearTimeout, thousands of times a second) cost more than the rest of the
+ * bookkeeping and lengthened the tail of Redlock's latency; nearly every fan-out ends long before
+ * its deadline, so the timer is armed for the earliest one and, when it fires, expires what is
+ * due and is armed again for the earliest left.
+ */
+class Deadlines {
+  readonly #waiting = new Set<Deadline>();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = Infinity;
+
+  watch(deadline: Deadline): void {
+    this.#waiting.add(deadline);
+    if (deadline.at < this.#timerAt) this.#arm(deadline.at);
+  }
+
+  delete(deadline: Deadline): void {
+    this.#waiting.delete(deadline);
+  }
+
+  #arm(at: number): void {
+    clearTimeout(this.#timer);
+    this.#timerAt = at;
+    // Timers fire on whole milliseconds: a deadline not yet passed when it fires is looked at again 1 ms later.
+    this.#timer = setTimeout(() => this.#fire(), Math.max(1, Math.ceil(at - performance.now())));
+    this.#timer.unref(); // a guard on requests in flight, which hold the process open by themselves
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const deadline of this.#waiting) {
+      if (deadline.at <= now) {
+        this.#waiting.delete(deadline);
+        deadline.expire(now);
+      } else if (deadline.at < next) {
+        next = deadline.at;
+      }
+    }
+    if (next < Infinity) this.#arm(next);
+  }
+}
+
 /** What one node answered within the per-node timeout. */
 type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: Error };
 
@@ -95,35 +157,56 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
   /** Commands sent to a hung node without waiting for them, still unanswered. */
   const queuedToHung: number[] = nodes.map(() => 0);
   /**
-   * Per node, the last acquire attempt sent with each token (attempts of one waiter reuse its
-   * token). A late acquire reply is given back only if no later attempt went to that node: the
-   * release would otherwise land behind the later attempt's acquire and delete its key.
+   * Per token, the acquire attempts whose replies may still come (attempts of one waiter reuse
+   * its token): a late acquire reply is given back only if no later attempt went to that node
+   * (the release would otherwise land behind the later attempt's acquire and delete its key), and
+   * a release sent behind it already covers it. A token's record lives only while a reply is
+   * outstanding, so the map holds the tokens in flight, not every token ever sent: thousands of
+   * retained tokens made each young-generation GC copy them, and that showed in the p99.
    */
-  const lastAttempt: Map<string, number>[] = nodes.map(() => new Map());
+  const inFlight = new Map<string, SentAttempts>();
+  /** The record of `token`'s attempts in flight, made when there is none. */
+  const sentAttempts = (token: string): SentAttempts => {
+    let sent = inFlight.get(token);
+    if (!sent) {
+      // Replies that never come (a node black-holed for good) leave records: bounded. An
+      // attempt whose record is dropped is never given back when it answers: only a TTL's delay.
+      if (inFlight.size >= 4096) inFlight.clear();
+      sent = { last: [], resends: [], outstanding: 0 };
+      inFlight.set(token, sent);
+    }
+    return sent;
+  };
+  /** One of `token`'s replies came (or failed): the record goes once none is outstanding. */
+  const replied = (token: string, sent: SentAttempts): void => {
+    if (--sent.outstanding === 0 && inFlight.get(token) === sent) inFlight.delete(token);
+  };
   /**
-   * Notes that a release of `token` went to node `index` after its last acquire attempt (stored
+   * Notes that a release went to node `index` after the last acquire attempt sent there (stored
    * as the attempt's negative): Redis runs one connection's commands in order, so that release
    * already undoes a late reply of that acquire, unless a NOSCRIPT fallback re-sent the acquire
    * behind it (see the late handler in acquire).
    */
-  const releaseSent = (index: number, token: string): void => {
-    const sent = lastAttempt[index]!;
-    const attempt = sent.get(token);
-    if (attempt !== undefined && attempt > 0) sent.set(token, -attempt);
+  const releaseSent = (sent: SentAttempts | undefined, index: number): void => {
+    const attempt = sent?.last[index];
+    if (attempt !== undefined && attempt > 0) sent!.last[index] = -attempt;
   };
   let attempts = 0;
   /** Per token, the nodes that confirmed a release that ended in a QuorumError: a retry counts them. */
   const releasedOn = new Map<string, Set<number>>();
 
+  const deadlines = new Deadlines();
+
   /**
-   * Calls every node, with one timer for all of them: an answer that does not come within `ms`
+   * Calls every node, with one deadline for all of them: an answer that does not come within `ms`
    * counts as an error, and its node is marked hung. Resolves as soon as `quorum` nodes answered
    * `isFor` (the stragglers' answers do not change the outcome, and the slowest node does not set
    * the latency), or when every node answered, or at the timeout. A node that has not answered is
    * `pending` in the result. `late` sees values that arrive after the result (an acquire that went
    * through after all). `hung`: what to do with a hung node: `skip` it (an error vote at once,
    * nothing sent), or `send` the command without waiting for it (releases, which must reach every
-   * node when it wakes).
+   * node when it wakes). `settled` is told of every reply and failure of a call made, on time
+   * or late (after `late`).
    */
   function each<T>(
     ms: number,
@@ -131,16 +214,32 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     call: (node: RedisBackend, index: number) => Promise<T>,
     isFor: (value: T) => boolean,
     late?: (index: number, value: T) => void,
+    settled?: () => void,
   ): Promise<Answer<T>[]> {
     return new Promise<Answer<T>[]>((resolve) => {
       const answers: (Answer<T> | undefined)[] = nodes.map(() => undefined);
       let open = nodes.length;
       let votesFor = 0;
       let done = false;
+      const t = performance.now();
+      const deadline: Deadline = {
+        at: t + ms,
+        expire: (now) => {
+          answers.forEach((a, index) => {
+            if (a) return;
+            if (hungSince[index] === undefined) {
+              hungSince[index] = now - ms;
+              probedAt[index] = now; // asked again in PROBE_EVERY ms, not on the next call
+            }
+            answers[index] = { ok: false, error: new NodeTimeoutError(ms) };
+          });
+          finish();
+        },
+      };
       const finish = (): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        deadlines.delete(deadline);
         resolve(answers.map((a) => a ?? { ok: false, error: PENDING }));
       };
       const answer = (index: number, a: Answer<T>): void => {
@@ -149,20 +248,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         if (a.ok && isFor(a.value)) votesFor++;
         if (votesFor >= quorum || open === 0) finish();
       };
-      const timer = setTimeout(() => {
-        const t = performance.now();
-        answers.forEach((a, index) => {
-          if (a) return;
-          if (hungSince[index] === undefined) {
-            hungSince[index] = t - ms;
-            probedAt[index] = t; // asked again in PROBE_EVERY ms, not on the next call
-          }
-          answers[index] = { ok: false, error: new NodeTimeoutError(ms) };
-        });
-        finish();
-      }, ms);
-      timer.unref(); // a guard on requests in flight, which hold the process open by themselves
-      const t = performance.now();
+      deadlines.watch(deadline);
       nodes.forEach((node, index) => {
         const since = hungSince[index];
         if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
@@ -171,7 +257,10 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
             queuedToHung[index]!++;
             call(node, index)
               .catch(() => {})
-              .finally(() => queuedToHung[index]!--);
+              .finally(() => {
+                queuedToHung[index]!--;
+                settled?.();
+              });
           }
           answer(index, { ok: false, error: new NodeHungError(since) });
           return;
@@ -182,10 +271,12 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
             hungSince[index] = undefined; // it answers again
             if (done) late?.(index, value);
             else answer(index, { ok: true, value });
+            settled?.();
           },
           (error: unknown) => {
             hungSince[index] = undefined;
             if (!done) answer(index, { ok: false, error: error instanceof Error ? error : new Error(String(error)) });
+            settled?.();
           },
         );
       });
@@ -206,8 +297,9 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
   const releaseEverywhere = (keys: LockKeys, token: string): void => {
     live.delete(token);
+    const sent = inFlight.get(token);
     nodes.forEach((node, index) => {
-      releaseSent(index, token);
+      releaseSent(sent, index);
       node.release(keys, token).catch(() => {});
     });
   };
@@ -271,7 +363,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       // was sent behind this acquire already took it back.
       let decided: 'pending' | 'won' | 'lost' = 'pending';
       const attempt = ++attempts;
-      const resendsAtSend: number[] = [];
+      const sent = sentAttempts(token);
       // Every node is offered the same fence, so the voters whose counters agree issue equal
       // fences and the raise below costs no round trip.
       const floor = Date.now() * 1000;
@@ -279,22 +371,22 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         timeoutFor(ttl),
         'skip',
         (node, index) => {
-          const sent = lastAttempt[index]!;
-          if (sent.size >= 4096) sent.clear(); // unknown attempts are never given back: only a TTL's delay
-          sent.set(token, attempt);
-          resendsAtSend[index] = node.resends;
+          sent.last[index] = attempt;
+          sent.resends[index] = node.resends;
+          sent.outstanding++;
           return node.acquire(keys, token, ttl, queue, floor);
         },
         (reply) => reply.acquired,
         (index, reply) => {
           const keep = decided === 'pending' || (decided === 'won' && isLive(token));
           if (!reply.acquired || keep) return;
-          const last = lastAttempt[index]!.get(token);
+          const last = sent.last[index];
           // A release went out after this acquire: it covers it, unless the node re-sent a script
           // with EVAL since (NOSCRIPT), which can put this acquire behind that release.
-          const covered = last === -attempt && nodes[index]!.resends === resendsAtSend[index];
+          const covered = last === -attempt && nodes[index]!.resends === sent.resends[index];
           if (last === attempt || (last === -attempt && !covered)) nodes[index]!.release(keys, token).catch(() => {});
         },
+        () => replied(token, sent),
       );
       const fences: (number | undefined)[] = [];
       const ttls: number[] = [];
@@ -328,11 +420,12 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
     async release(keys, token): Promise<ReleaseReply> {
       live.delete(token);
+      const sent = inFlight.get(token);
       const answers = await each(
         timeoutFor(1000),
         'send',
         (node, index) => {
-          releaseSent(index, token);
+          releaseSent(sent, index);
           return node.release(keys, token);
         },
         isOk,

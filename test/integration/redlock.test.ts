@@ -230,6 +230,29 @@ describe('Redlock', () => {
     }
   });
 
+  it('ends each fan-out at its own per-node timeout: a shorter one started later is not held to the longer one before it', async () => {
+    const prefix = uniquePrefix();
+    // Per-node timeout: a tenth of the TTL, between 10 and 100 ms. No acquire before the two
+    // below (its deadline would wake the manager before theirs): the connections are up by PING.
+    const clients = servers.map((s) => new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 0 }));
+    await Promise.all(clients.map((c) => c.ping()));
+    const locks = managerOver(cleanup, clients, { prefix, redlock: clients });
+    servers[1]!.pause();
+    servers[2]!.pause();
+    try {
+      const settled: string[] = [];
+      const long = locks.acquire('long', { ttl: 1000, wait: 0 }).catch((e: unknown) => (settled.push('long'), e));
+      const short = locks.acquire('short', { ttl: 200, wait: 0 }).catch((e: unknown) => (settled.push('short'), e));
+      const [longError, shortError] = await Promise.all([long, short]);
+      expect(settled).toEqual(['short', 'long']);
+      expect((shortError as QuorumError).message).toMatch(/no reply within 20 ms/);
+      expect((longError as QuorumError).message).toMatch(/no reply within 100 ms|not answering/);
+    } finally {
+      servers[1]!.resume();
+      servers[2]!.resume();
+    }
+  });
+
   it('gives back an acquire that lands after its release (a frozen node whose NOSCRIPT fallback re-sends it late)', async () => {
     const prefix = uniquePrefix();
     const locks = redlock({ prefix, nodeTimeout: 50 });
