@@ -31,6 +31,16 @@ const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
+/**
+ * An acquire script's reply: acquire.lua answers a bare fence when it acquired (the cheapest reply
+ * for the common case), semaphore-acquire.lua `{1, fence}`; both `{0, pttl}` when busy.
+ */
+function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
+  if (!Array.isArray(reply)) return { acquired: true, fence: asInteger(reply, script) };
+  const [status, value] = asPair(reply, script);
+  return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
+}
+
 function ownership(code: number, operation: string): OwnershipReply {
   if (code === 1) return 'ok';
   if (code === 0) return 'gone';
@@ -143,19 +153,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         scriptKeys = queue ? [keys.lock, keys.fence, keys.queue, keys.alive] : [keys.lock, keys.fence];
         args = queue ? [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] : [token, String(ttl), fenceTtl, floor];
       }
-      if (!replication) {
-        const [status, value] = asPair(await runScript(client, script, scriptKeys, args), script);
-        return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
-      }
+      if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
       const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
-      const [status, value] = asPair(reply, script);
-      if (status !== 1) return { acquired: false, ttl: value };
+      const outcome = acquireReply(reply, script);
+      if (!outcome.acquired) return outcome;
       const replicated = acks >= replication.replicas;
       if (!replicated && replication.shortfall === 'fail') {
         await this.release(keys, token).catch(() => {}); // else it expires by its TTL
         throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout);
       }
-      return { acquired: true, fence: value, replicated };
+      return { acquired: true, fence: outcome.fence, replicated };
     },
     async acquireAll(keys, token, ttl): Promise<MultiAcquireReply | undefined> {
       // With replica acknowledgement every lease goes through acquire's WAIT; on Cluster the

@@ -26,14 +26,15 @@
   string), which counts five times over on a Redlock of five nodes.
 
   Returns
-    {1, fence}  acquired. fence = max(last fence + 1, server TIME in microseconds): it grows
-                strictly on this server, and stays above earlier fences when the counter was
-                lost (restart without persistence, failover), unless the server clock went back
-                past the last fence. With a floor, fence = max(last fence + 1, floor) while the
-                counter exists (max(TIME, floor) when it does not): the nodes of a Redlock
-                majority whose counters agree then issue the same fence, and the caller needs no
-                second round trip to raise the lower ones. The caller's queue entry, if any, is
-                removed.
+    fence       acquired: the fencing token, a positive integer (a bare integer, not an array:
+                the common reply is the cheapest one). fence = max(last fence + 1, server TIME
+                in microseconds): it grows strictly on this server, and stays above earlier
+                fences when the counter was lost (restart without persistence, failover),
+                unless the server clock went back past the last fence. With a floor, fence =
+                max(last fence + 1, floor) while the counter exists (max(TIME, floor) when it
+                does not): the nodes of a Redlock majority whose counters agree then issue the
+                same fence, and the caller needs no second round trip to raise the lower ones.
+                The caller's queue entry, if any, is removed.
                 If the lock already holds ARGV[1] (a retried or replayed acquire, or a grant by
                 a release whose message has not arrived yet), the lease is refreshed to ttl and
                 the fence it was issued is returned again.
@@ -47,47 +48,20 @@ local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, fenceTtl, waiter = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local floor = tonumber(ARGV[4])
 
--- The next fence after `last` (the counter's value, or nil when there is none): above the last
--- one issued, and never below the server clock in µs (with a floor: see Returns).
-local function nextFence(last)
-  local previous = last and tonumber(last)
-  local fence
-  if previous and floor then
-    fence = floor
-  else
-    local now = redis.call('TIME')
-    fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    if floor and floor > fence then
-      fence = floor
-    end
-  end
-  if previous and previous >= fence then
-    fence = previous + 1
-  end
-  return fence
-end
-
--- Writes the counter. Numbers are passed to Redis with %.17g: exact for integers below 2^53.
-local function issueFence(last)
-  local fence = nextFence(last)
-  redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
-  return fence
+-- The server clock in µs.
+local function serverTime()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 
 -- The common case first: the lock is free.
-local fence
-if floor then
-  -- Redlock: the fence depends on whether a counter exists, so it is read first (a WRONGTYPE on
-  -- it then comes before anything is written).
-  local last = redis.call('GET', fenceKey)
-  if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
-    fence = issueFence(last)
-  end
-elseif redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
-  -- One call writes the counter and reads its previous value (SET ... GET); in the rare case that
-  -- the previous value was not below the clock (more than one fence in a µs, or a server clock
-  -- that went back), the counter is written again above it.
-  fence = nextFence(nil)
+if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
+  -- One call writes the counter (the floor, or the clock) and reads its previous value (SET ...
+  -- GET). Numbers are passed to Redis with %.17g: exact for integers below 2^53. The counter is
+  -- written again in the rare cases where the value written was not the fence: the previous one
+  -- was not below it (more than one fence in a µs, a clock that went back, a floor behind the
+  -- counter), or there was no counter and the floor was behind the server clock.
+  local fence = floor or serverTime()
   local previous = redis.pcall('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
   if type(previous) == 'table' and previous.err then
     -- The counter is not a string (WRONGTYPE): the lock just written is taken back, so that
@@ -96,24 +70,38 @@ elseif redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
     return previous
   end
   previous = previous and tonumber(previous)
+  local again = false
   if previous and previous >= fence then
-    fence = previous + 1
+    fence, again = previous + 1, true
+  elseif floor and not previous then
+    local now = serverTime()
+    if now > fence then
+      fence, again = now, true
+    end
+  end
+  if again then
     redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
   end
-end
-if fence then
   if waiter and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
-  return {1, fence}
+  return fence
 end
 
 local current = redis.call('GET', lockKey) -- raises WRONGTYPE when the lock key is not a string
 if current == token then
   redis.call('PEXPIRE', lockKey, ttl)
-  -- The counter may have expired or been evicted during a long hold: then issue a new fence.
-  local last = redis.call('GET', fenceKey)
-  return {1, (last and tonumber(last)) or issueFence(nil)}
+  local last = tonumber(redis.call('GET', fenceKey) or '')
+  if last then
+    return last
+  end
+  -- The counter expired or was evicted during a long hold: a new fence, above the clock.
+  local fence = serverTime()
+  if floor and floor > fence then
+    fence = floor
+  end
+  redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
+  return fence
 end
 
 if waiter then

@@ -203,9 +203,36 @@ describe('the acquire script', () => {
     expect((other as number[])[1]).toBeGreaterThan(4000);
     // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
     await redis.raw.del(keys.fence);
-    const afterLoss = (await runScript(client, acquireScript, all, ['token-a', '5000', '6000', ''])) as number[];
-    expect(afterLoss[0]).toBe(1);
-    expect(afterLoss[1]).toBeGreaterThan((first as number[])[1]!);
+    const afterLoss = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
+    expect(typeof first).toBe('number'); // acquired: the fence alone
+    expect(afterLoss).toBeGreaterThan(first as number);
+  });
+
+  it("with a Redlock floor issues max(last fence + 1, floor), and never a fence below the server's clock when there is no counter", async () => {
+    const prefix = uniquePrefix();
+    const keys = lockKeys(prefix, 'floor');
+    const client = adaptClient(redis.raw);
+    const all = [keys.lock, keys.fence];
+    const take = async (token: string, floor: number): Promise<number> => {
+      const fence = (await runScript(client, acquireScript, all, [token, '5000', '6000', String(floor)])) as number;
+      await redis.raw.del(keys.lock); // released (the counter stays)
+      return fence;
+    };
+    const [seconds, micros] = await redis.raw.time();
+    const serverNow = Number(seconds) * 1e6 + Number(micros);
+    // No counter, a floor far behind the server's clock: the clock.
+    const fromClock = await take('t1', 1);
+    expect(fromClock).toBeGreaterThanOrEqual(serverNow);
+    // A counter, a floor behind it: the counter + 1.
+    expect(await take('t2', 1)).toBe(fromClock + 1);
+    // A floor ahead of the counter: the floor, and the counter is at it.
+    const ahead = fromClock + 5_000_000;
+    expect(await take('t3', ahead)).toBe(ahead);
+    expect(Number(await redis.raw.get(keys.fence))).toBe(ahead);
+    // No counter, a floor ahead of the clock: the floor.
+    await redis.raw.del(keys.fence);
+    const farAhead = ahead + 5_000_000;
+    expect(await take('t4', farAhead)).toBe(farAhead);
   });
 });
 
