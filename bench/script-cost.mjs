@@ -7,7 +7,10 @@
 //   queue join   acquire.lua on a held lock, queuing the caller
 //   free pair    acquire.lua on a free lock + release.lua freeing it, against the smallest fenced
 //                lock (SET NX PX and INCR in one script, then compare-and-delete), per pair
-// ACQUIRE_LUA / RELEASE_LUA: another version of the script file, to compare (e.g. from git show).
+//   Redlock node free pair  what one node of a Redlock runs per acquire+release: acquire.lua with
+//                a fence floor + wake-release.lua, per pair
+// ACQUIRE_LUA / RELEASE_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
+// (e.g. from git show; it must take the same keys and arguments).
 // Usage: node bench/script-cost.mjs
 import fs from 'node:fs';
 import { Redis } from 'ioredis';
@@ -21,7 +24,9 @@ const BATCH = 50;
 const source = (file) => fs.readFileSync(new URL(file, import.meta.url), 'utf8');
 const ACQUIRE = process.env.ACQUIRE_LUA ? fs.readFileSync(process.env.ACQUIRE_LUA, 'utf8') : source('../src/lua/acquire.lua');
 const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LUA, 'utf8') : source('../src/lua/release.lua');
+const WAKE_RELEASE = process.env.WAKE_RELEASE_LUA ? fs.readFileSync(process.env.WAKE_RELEASE_LUA, 'utf8') : source('../src/lua/wake-release.lua');
 const RETENTION = String(24 * 60 * 60 * 1000);
+const FENCE_TTL = String(10_000 + 24 * 60 * 60 * 1000); // the lease's ttl + the counter's retention
 const token = (i) => i.toString(16).padStart(32, '0');
 const k = '{k}';
 const keys = [k, `${k}:fence`, `${k}:queue`, `${k}:alive`];
@@ -32,7 +37,7 @@ const sub = new Redis(server.port, '127.0.0.1');
 try {
   await sub.subscribe('p:inbox1');
   const sha = {};
-  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL })) sha[name] = await client.script('LOAD', lua);
+  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, WAKE_RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL })) sha[name] = await client.script('LOAD', lua);
 
   /** Server µs per EVALSHA over CALLS calls queued by `add(pipeline, i)`, after `setup`. */
   const measure = async (setup, add, perUnit = 1) => {
@@ -54,7 +59,7 @@ try {
         (p, j) => {
           p.zadd(keys[2], j + 1, `inbox1:w${j + 1}`);
           p.hset(keys[3], `inbox1:w${j + 1}`, `${Date.now() + 100_000} 10000 ${token(j + 1)}`);
-          p.evalsha(sha.RELEASE, 5, ...keys, `${k}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0', '0');
+          p.evalsha(sha.RELEASE, 5, ...keys, `${k}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0');
         },
       ),
     'grant: ring pass-on': () =>
@@ -65,7 +70,7 @@ try {
     'queue join: latchkey acquire.lua': () =>
       measure(
         () => client.set(k, 'holder', 'PX', 100_000),
-        (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', RETENTION, `inbox1:w${j % 64}`, '3000', ''),
+        (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', FENCE_TTL, '', `inbox1:w${j % 64}`, '3000'),
       ),
     'free pair: latchkey acquire.lua + release.lua': () =>
       measure(
@@ -73,8 +78,19 @@ try {
         (p, j) => {
           const lock = `{k${j}}`;
           const lockKeysOf = [lock, `${lock}:fence`, `${lock}:queue`, `${lock}:alive`];
-          p.evalsha(sha.ACQUIRE, 4, ...lockKeysOf, token(j), '10000', RETENTION, '', '3000', '');
-          p.evalsha(sha.RELEASE, 5, ...lockKeysOf, `${lock}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0', '0');
+          p.evalsha(sha.ACQUIRE, 2, lock, `${lock}:fence`, token(j), '10000', FENCE_TTL, '');
+          p.evalsha(sha.RELEASE, 5, ...lockKeysOf, `${lock}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0');
+        },
+        2,
+      ),
+    'Redlock node free pair: latchkey acquire.lua (floor) + wake-release.lua': () =>
+      measure(
+        async () => {},
+        (p, j) => {
+          // One lock taken and released again and again, as in bench/quorum.mjs: its counter exists.
+          const floor = String(Math.floor((performance.timeOrigin + performance.now()) * 1000));
+          p.evalsha(sha.ACQUIRE, 2, k, `${k}:fence`, token(j), '10000', FENCE_TTL, floor);
+          p.evalsha(sha.WAKE_RELEASE, 4, k, `${k}:queue`, `${k}:alive`, `${k}:holder`, token(j), 'p:');
         },
         2,
       ),

@@ -247,14 +247,15 @@ export class FaultProxy extends EventEmitter {
   }
 
   /**
-   * Resolves once a server-to-client chunk passed on at once contains `text` (one of the last 32
-   * such chunks, or a later one): a reply on its way to the client.
+   * Resolves once a server-to-client chunk passed on at once contains `text`, or matches it (one
+   * of the last 32 such chunks, or a later one): a reply on its way to the client.
    */
-  replySeen(text: string): Promise<void> {
-    if (this.#recentReplies.some((chunk) => chunk.includes(text))) return Promise.resolve();
+  replySeen(text: string | RegExp): Promise<void> {
+    const matches = (chunk: Buffer): boolean => (typeof text === 'string' ? chunk.includes(text) : text.test(chunk.toString('latin1')));
+    if (this.#recentReplies.some(matches)) return Promise.resolve();
     return new Promise((resolve) => {
       const onChunk = (direction: Direction, chunk: Buffer): void => {
-        if (direction !== 'down' || !chunk.includes(text)) return;
+        if (direction !== 'down' || !matches(chunk)) return;
         this.off('forwarded', onChunk);
         resolve();
       };

@@ -110,9 +110,11 @@ describe('fault suite, failover while an acknowledged acquire waits for its WAIT
     rig.cutReplica();
     // Its wait outlasts the WAIT's timeout, so that the acquire is still waiting at the failover.
     const a = await rig.spawnWorker('a', { ttl: 4_000, wait: 5_000, hold: 1_000, rounds: 1, replication: { replicas: 1, timeout: 3_000 } });
-    // The acquire script's reply ({1, fence}) is on its way to a: its WAIT now waits (up to 3 s)
-    // for a replica that cannot answer.
-    await a.proxies[0]!.replySeen('*2\r\n:1\r\n:');
+    // The acquire script's reply is on its way to a: the fence, an integer reply of 16 digits (µs
+    // since the epoch; the connection's other integer replies are short, and INFO's
+    // server_time_usec is a line inside a bulk string, not a reply of its own). Its WAIT now waits
+    // (up to 3 s) for a replica that cannot answer.
+    await a.proxies[0]!.replySeen(/(^|\r\n):\d{15,}\r\n/);
     await rig.failover();
     await rig.addReplica();
     const outcome = await rig.history.waitFor((e) => e.p === 'a' && (e.ev === 'granted' || e.ev === 'failed'), 10_000, 'a to settle');
