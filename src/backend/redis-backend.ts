@@ -31,6 +31,24 @@ const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
+/** One script call's keys and arguments. Built once, it can go to every node of a Redlock: the clients never write to them. */
+export interface ScriptCall {
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+}
+
+/** acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's optional ones). */
+export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
+  const floor = fenceFloor === undefined ? '' : String(fenceFloor);
+  const fenceTtl = String(ttl + FENCE_RETENTION);
+  return queue
+    ? { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] }
+    : { keys: [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
+}
+
+const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
+const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(reply, wakeReleaseScript), 'release');
+
 /**
  * An acquire script's reply: acquire.lua answers a bare fence when it acquired (the cheapest reply
  * for the common case), semaphore-acquire.lua `{1, fence}`; both `{0, pttl}` when busy.
@@ -76,6 +94,16 @@ export interface RedisBackend extends Backend {
   readonly resends: number;
   /** As {@link Backend.acquire}; with `fenceFloor`, the fence is the floor when the counter is below it (see acquire.lua). */
   acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): Promise<AcquireReply>;
+  /**
+   * Redlock's acquire on this node, with keys and arguments built once for every node
+   * ({@link acquireCall}): acquire.lua, without replica acknowledgement or semaphore (neither is
+   * offered over Redlock).
+   */
+  acquireWith(call: ScriptCall): Promise<AcquireReply>;
+  /** wake-release.lua's call for `token` on a standalone server, to send to every node of a Redlock (they share the prefix, so the inbox channel). */
+  wakeReleaseCall(keys: LockKeys, token: string): ScriptCall;
+  /** Redlock's release on this node with `call` from {@link RedisBackend.wakeReleaseCall} (a node on a Cluster client builds its own). */
+  releaseWith(keys: LockKeys, token: string, call: ScriptCall): Promise<ReleaseReply>;
   /** Lifts the lock's fence counter to at least `fence` (see raise-fence.lua). */
   raiseFence(keys: LockKeys, fence: number, ttl: number): Promise<void>;
 }
@@ -129,6 +157,11 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   /** Where a release (or a semaphore script) tells a waiter: the inbox prefix, and "1" to SPUBLISH (Cluster). */
   const publishArgs = (client: ScriptClient, keys: LockKeys): [string, string] =>
     client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxes, '0'];
+  /** wake-release.lua's keys and arguments (SPUBLISH's flag only on a Cluster: its optional argument). A client not yet connected counts as standalone. */
+  const wakeRelease = (client: ScriptClient | undefined, keys: LockKeys, token: string): [readonly string[], readonly string[]] => [
+    [keys.lock, keys.queue, keys.alive, keys.holder],
+    client?.cluster ? [token, lockInboxPrefix(keys), '1'] : [token, inboxes],
+  ];
 
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
@@ -141,17 +174,13 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const client = ready ?? (await connect());
       const sem = keys.semaphore;
       const script = sem ? semaphoreAcquireScript : acquireScript;
-      let scriptKeys: string[];
-      let args: string[];
+      let scriptKeys: readonly string[];
+      let args: readonly string[];
       if (sem) {
         scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
         args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
       } else {
-        // The queue's keys and arguments only for a caller that queues (acquire.lua's optional ones).
-        const floor = fenceFloor === undefined ? '' : String(fenceFloor);
-        const fenceTtl = String(ttl + FENCE_RETENTION);
-        scriptKeys = queue ? [keys.lock, keys.fence, keys.queue, keys.alive] : [keys.lock, keys.fence];
-        args = queue ? [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] : [token, String(ttl), fenceTtl, floor];
+        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue, fenceFloor));
       }
       if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
       const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
@@ -185,12 +214,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         const released = await runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]);
         return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
       }
+      // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
+      if (wake) return runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease);
       const [inboxAt, sharded] = publishArgs(client, keys);
-      if (wake) {
-        // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
-        const args = sharded === '1' ? [token, inboxAt, sharded] : [token, inboxAt];
-        return ownership(asInteger(await runScript(client, wakeReleaseScript, [keys.lock, keys.queue, keys.alive, keys.holder], args), wakeReleaseScript), 'release');
-      }
       const reply = await runScript(
         client,
         releaseScript,
@@ -212,6 +238,21 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout, 'extend');
       }
       return result;
+    },
+    acquireWith(call) {
+      // No async function and no await on the hot path: one promise per node, and the reply's parse.
+      const run = (client: ScriptClient): Promise<AcquireReply> => runScript(client, acquireScript, call.keys, call.args).then(parseAcquire);
+      return ready ? run(ready) : connect().then(run);
+    },
+    wakeReleaseCall(keys, token) {
+      // The standalone form: a node on a Cluster client builds its own (releaseWith).
+      const [keyList, args] = wakeRelease(undefined, keys, token);
+      return { keys: keyList, args };
+    },
+    releaseWith(keys, token, call) {
+      const run = (client: ScriptClient): Promise<ReleaseReply> =>
+        (client.cluster ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)) : runScript(client, wakeReleaseScript, call.keys, call.args)).then(parseWakeRelease);
+      return ready ? run(ready) : connect().then(run);
     },
     async raiseFence(keys, fence, ttl) {
       const px = String(ttl + FENCE_RETENTION);

@@ -2,7 +2,7 @@ import { QuorumError, UnsupportedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import type { AcquireReply, Backend, Inbox, LockSnapshot, OwnershipReply, ReleaseReply } from './backend.js';
 import { quorumOf, tally, undecided, type NodeVote, type QuorumOutcome } from './quorum.js';
-import type { RedisBackend } from './redis-backend.js';
+import { acquireCall, type RedisBackend } from './redis-backend.js';
 
 export interface RedlockSettings {
   /** Longest wait for one node's reply, ms; `undefined`: a tenth of the TTL, between 10 and 100 ms. */
@@ -94,6 +94,7 @@ class NodePendingError extends Error {
  * and capturing a stack for each cost more CPU than the rest of the fan-out together.
  */
 const PENDING = new NodePendingError();
+const NOT_YET: Answer<never> = { ok: false, error: PENDING };
 
 /** A node with a request unanswered past its timeout: not waited for again until it answers. */
 class NodeHungError extends Error {
@@ -240,7 +241,9 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         if (done) return;
         done = true;
         deadlines.delete(deadline);
-        resolve(answers.map((a) => a ?? { ok: false, error: PENDING }));
+        // Filled in place: nothing writes to `answers` once done (later replies go to `late`).
+        for (let i = 0; i < answers.length; i++) answers[i] ??= NOT_YET;
+        resolve(answers as Answer<T>[]);
       };
       const answer = (index: number, a: Answer<T>): void => {
         answers[index] = a;
@@ -364,9 +367,10 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       let decided: 'pending' | 'won' | 'lost' = 'pending';
       const attempt = ++attempts;
       const sent = sentAttempts(token);
-      // Every node is offered the same fence, so the voters whose counters agree issue equal
-      // fences and the raise below costs no round trip.
-      const floor = clockMicros();
+      // One call for every node, built once: the same keys and arguments, so every node is
+      // offered the same fence floor, the voters whose counters agree issue equal fences, and
+      // the raise below costs no round trip.
+      const call = acquireCall(keys, token, ttl, queue, clockMicros());
       const answers = await each(
         timeoutFor(ttl),
         'skip',
@@ -374,7 +378,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           sent.last[index] = attempt;
           sent.resends[index] = node.resends;
           sent.outstanding++;
-          return node.acquire(keys, token, ttl, queue, floor);
+          return node.acquireWith(call);
         },
         (reply) => reply.acquired,
         (index, reply) => {
@@ -388,6 +392,14 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         },
         () => replied(token, sent),
       );
+      // The steady state first: a majority voted for and issued one fence, the highest (the
+      // counters agree): nothing to raise and no outcome to build.
+      const agreed = agreedFence(answers, quorum);
+      if (agreed !== undefined) {
+        decided = 'won';
+        remember(token, ttl);
+        return { acquired: true, fence: agreed };
+      }
       const fences: (number | undefined)[] = [];
       const ttls: number[] = [];
       const votes = answers.map((a, i): NodeVote => {
@@ -421,17 +433,20 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     async release(keys, token): Promise<ReleaseReply> {
       live.delete(token);
       const sent = inFlight.get(token);
+      const call = nodes[0]!.wakeReleaseCall(keys, token);
       const answers = await each(
         timeoutFor(1000),
         'send',
         (node, index) => {
           releaseSent(sent, index);
-          return node.release(keys, token);
+          return node.releaseWith(keys, token, call);
         },
         isOk,
       );
       // A retry after a QuorumError: the nodes that released it then find it gone now, and still count for.
       const earlier = releasedOn.get(token);
+      // The common case first: a majority released it, and no earlier try to count.
+      if (!earlier && answers.filter((a) => a.ok && isOk(a.value)).length >= quorum) return 'ok';
       const merged = answers.map((a, i): Answer<ReleaseReply> => (earlier?.has(i) ? { ok: true, value: 'ok' } : a));
       try {
         const reply = decide(keys, 'release', merged);
@@ -550,6 +565,15 @@ function onOneRedis(operation: string): UnsupportedError {
 }
 
 const isOk = (reply: OwnershipReply | ReleaseReply): boolean => reply === 'ok' || typeof reply === 'object';
+
+/** The fence a majority of the nodes issued when it is also the highest any node issued (the counters agree), else undefined. */
+function agreedFence(answers: readonly Answer<AcquireReply>[], quorum: number): number | undefined {
+  let highest = -Infinity;
+  for (const a of answers) if (a.ok && a.value.acquired && a.value.fence > highest) highest = a.value.fence;
+  let at = 0;
+  for (const a of answers) if (a.ok && a.value.acquired && a.value.fence === highest) at++;
+  return at >= quorum ? highest : undefined;
+}
 
 /**
  * When a majority of the nodes will be free, as far as the replies tell: the holder's keys expire

@@ -3,8 +3,9 @@ import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, 
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
 export interface IoredisLike {
-  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
-  eval(source: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** Arrays among the arguments are flattened by the client (its `Command` does `args.flat()`). */
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: (string | readonly string[])[]): Promise<unknown>;
+  eval(source: string, numKeys: number, ...keysAndArgs: (string | readonly string[])[]): Promise<unknown>;
   defineCommand(...args: never[]): unknown;
   call(command: string, ...args: string[]): Promise<unknown>;
   duplicate(...args: never[]): IoredisLike;
@@ -40,13 +41,16 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
   return {
     driver: 'ioredis',
     cluster,
+    // The keys and arguments go as the arrays they are: ioredis flattens them into its command
+    // anyway, and a spread here would build one more array per command. The client never writes
+    // to them, so a Redlock passes the same arrays to every node.
     evalsha: (sha, keys, args) => {
       coalesce();
-      return client.evalsha(sha, keys.length, ...keys, ...args);
+      return client.evalsha(sha, keys.length, keys, args);
     },
     eval: (source, keys, args) => {
       coalesce();
-      return client.eval(source, keys.length, ...keys, ...args);
+      return client.eval(source, keys.length, keys, args);
     },
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     ...(cluster ? {} : { scriptLoad: (source: string) => client.call('SCRIPT', 'LOAD', source) }),
