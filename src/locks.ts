@@ -6,6 +6,7 @@ import { createMemoryStore, memoryBackend, MemoryStore } from './backend/memory-
 import { redisBackend, type Replication } from './backend/redis-backend.js';
 import type { EvictionPolicyReport } from './backend/eviction-policy.js';
 import { compatBackend } from './backend/compat-backend.js';
+import { Deadlines, type Deadline } from './deadlines.js';
 import { redlockBackend } from './backend/redlock-backend.js';
 import { adaptClient, addressOf, connectUrl } from './client/detect.js';
 import type { ScriptClient } from './client/script-client.js';
@@ -950,11 +951,11 @@ class LockManager implements Locks {
     const queue = member === undefined ? undefined : { member, entryTtl: this.#settings.tuning.recheck * 3 };
     return new Promise<AcquireReply>((resolve, reject) => {
       let done = false;
-      let entry: { readonly deadline: number; readonly expire: () => void } | undefined;
+      let entry: Deadline | undefined;
       const end = (): boolean => {
         if (done) return false;
         done = true;
-        if (entry) overdue.delete(entry);
+        if (entry) attemptDeadlines.delete(entry);
         if (limit) limit.cancel = undefined;
         return true;
       };
@@ -972,8 +973,8 @@ class LockManager implements Locks {
       if (limit.deadline !== Infinity) {
         // A grace past the deadline: an attempt that a live Redis is about to answer (wait: 0 is
         // one attempt) finishes; only one that Redis does not answer is ended.
-        entry = { deadline: Math.max(limit.deadline, now() + ATTEMPT_GRACE), expire: () => end() && reject(new LockTimeoutError(limit.keys.name, now() - limit.started, limit.attempts)) };
-        trackDeadline(entry);
+        entry = { at: Math.max(limit.deadline, now() + ATTEMPT_GRACE), expire: () => end() && reject(new LockTimeoutError(limit.keys.name, now() - limit.started, limit.attempts)) };
+        attemptDeadlines.watch(entry);
       }
       limit.cancel = (reason) => end() && reject(reason);
     });
@@ -1461,30 +1462,14 @@ interface Attempt {
   readonly inboxWasListening: boolean;
 }
 
-/**
- * Attempts in flight that have a deadline. One coarse sweep for all of them (every
- * {@link SWEEP_EVERY} ms, only while there are any) ends the overdue ones: cheaper on the hot
- * path than a timer per attempt, and only a Redis that does not answer ever leaves one overdue.
- */
 /** How long past its waiter's deadline an attempt in flight may still finish, ms. */
 const ATTEMPT_GRACE = 250;
-const overdue = new Set<{ readonly deadline: number; readonly expire: () => void }>();
-const SWEEP_EVERY = 25;
-let sweeper: NodeJS.Timeout | undefined;
 
-function trackDeadline(entry: { readonly deadline: number; readonly expire: () => void }): void {
-  overdue.add(entry);
-  if (sweeper) return;
-  sweeper = setInterval(() => {
-    const t = now();
-    for (const e of overdue) if (e.deadline <= t) e.expire(); // expire removes it
-    if (overdue.size === 0) {
-      clearInterval(sweeper);
-      sweeper = undefined;
-    }
-  }, SWEEP_EVERY);
-  sweeper.unref();
-}
+/**
+ * Attempts in flight that have a deadline, on one timer for all of them: only a Redis that does
+ * not answer ever leaves one to expire.
+ */
+const attemptDeadlines = new Deadlines();
 
 /** What ends an attempt besides its reply: the waiter's deadline, and its stop through `cancel` (see #attempt). A Waiter is one. */
 interface AttemptLimit {

@@ -1,3 +1,4 @@
+import { Deadlines, type Deadline } from '../deadlines.js';
 import { QuorumError, UnsupportedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import type { AcquireReply, Backend, Inbox, LockSnapshot, OwnershipReply, ReleaseReply } from './backend.js';
@@ -17,58 +18,6 @@ interface SentAttempts {
   readonly resends: number[];
   /** Replies (or failures) still to come. */
   outstanding: number;
-}
-
-/** A fan-out's per-node timeout: `expire` runs once `at` (performance.now() ms) has passed. */
-interface Deadline {
-  readonly at: number;
-  expire(now: number): void;
-}
-
-/**
- * The deadlines of the fan-outs waiting for replies, all on one timer. A timer per fan-out
- * (setTimeout, unref, clearTimeout, thousands of times a second) cost more than the rest of the
- * bookkeeping and lengthened the tail of Redlock's latency; nearly every fan-out ends long before
- * its deadline, so the timer is armed for the earliest one and, when it fires, expires what is
- * due and is armed again for the earliest left.
- */
-class Deadlines {
-  readonly #waiting = new Set<Deadline>();
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #timerAt = Infinity;
-
-  watch(deadline: Deadline): void {
-    this.#waiting.add(deadline);
-    if (deadline.at < this.#timerAt) this.#arm(deadline.at);
-  }
-
-  delete(deadline: Deadline): void {
-    this.#waiting.delete(deadline);
-  }
-
-  #arm(at: number): void {
-    clearTimeout(this.#timer);
-    this.#timerAt = at;
-    // Timers fire on whole milliseconds: a deadline not yet passed when it fires is looked at again 1 ms later.
-    this.#timer = setTimeout(() => this.#fire(), Math.max(1, Math.ceil(at - performance.now())));
-    this.#timer.unref(); // a guard on requests in flight, which hold the process open by themselves
-  }
-
-  #fire(): void {
-    this.#timer = undefined;
-    this.#timerAt = Infinity;
-    const now = performance.now();
-    let next = Infinity;
-    for (const deadline of this.#waiting) {
-      if (deadline.at <= now) {
-        this.#waiting.delete(deadline);
-        deadline.expire(now);
-      } else if (deadline.at < next) {
-        next = deadline.at;
-      }
-    }
-    if (next < Infinity) this.#arm(next);
-  }
 }
 
 /** What one node answered within the per-node timeout. */
