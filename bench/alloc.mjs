@@ -37,7 +37,7 @@ try {
     walk(profile.head);
     const total = [...bySite.values()].reduce((a, b) => a + b, 0);
     console.log(`\n${label}: ${(total / PAIRS / 1024).toFixed(1)} KB per acquire+release (${PAIRS} pairs)`);
-    for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 8)) console.log(`  ${(bytes / PAIRS).toFixed(0).padStart(6)} B  ${site}`);
+    for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP || 8))) console.log(`  ${(bytes / PAIRS).toFixed(0).padStart(6)} B  ${site}`);
     await locks.close();
   }
 } finally {
