@@ -37,7 +37,10 @@ export interface ScriptCall {
   readonly args: readonly string[];
 }
 
-/** acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's optional ones). */
+/**
+ * acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's
+ * optional ones); `fenceFloor` on a Redlock node (see acquire.lua), none on a single Redis.
+ */
 export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
   const floor = fenceFloor === undefined ? '' : String(fenceFloor);
   const fenceTtl = String(ttl + FENCE_RETENTION);
@@ -92,12 +95,10 @@ export interface Replication {
 export interface RedisBackend extends Backend {
   /** How many times a script was re-sent with EVAL after NOSCRIPT on this client (Redlock's late-reply logic needs to know). */
   readonly resends: number;
-  /** As {@link Backend.acquire}; with `fenceFloor`, the fence is the floor when the counter is below it (see acquire.lua). */
-  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): Promise<AcquireReply>;
   /**
    * Redlock's acquire on this node, with keys and arguments built once for every node
-   * ({@link acquireCall}): acquire.lua, without replica acknowledgement or semaphore (neither is
-   * offered over Redlock).
+   * ({@link acquireCall}, with the fence floor): acquire.lua, without replica acknowledgement or
+   * semaphore (neither is offered over Redlock).
    */
   acquireWith(call: ScriptCall): Promise<AcquireReply>;
   /** wake-release.lua's call for `token` on a standalone server, to send to every node of a Redlock (they share the prefix, so the inbox channel). */
@@ -170,7 +171,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     get resends() {
       return resends;
     },
-    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number) {
+    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry) {
       const client = ready ?? (await connect());
       const sem = keys.semaphore;
       const script = sem ? semaphoreAcquireScript : acquireScript;
@@ -180,7 +181,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
         args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
       } else {
-        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue, fenceFloor));
+        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue));
       }
       if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
       const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
