@@ -25,6 +25,9 @@ import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox
 
 const RETENTION = String(FENCE_RETENTION);
 
+/** How long a lock's fence counter lives after a lease of `ttl` ms: the lease plus the retention, as PX. */
+const counterTtl = (ttl: number): string => String(ttl + FENCE_RETENTION);
+
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
   [acquireScript, releaseScript, wakeReleaseScript, extendScript],
@@ -43,7 +46,7 @@ export interface ScriptCall {
  */
 export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
   const floor = fenceFloor === undefined ? '' : String(fenceFloor);
-  const fenceTtl = String(ttl + FENCE_RETENTION);
+  const fenceTtl = counterTtl(ttl);
   return queue
     ? { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] }
     : { keys: [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
@@ -256,8 +259,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return ready ? run(ready) : connect().then(run);
     },
     async raiseFence(keys, fence, ttl) {
-      const px = String(ttl + FENCE_RETENTION);
-      await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), px]);
+      await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), counterTtl(ttl)]);
     },
     async leave(keys, member, token) {
       if (keys.semaphore) {

@@ -274,6 +274,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
 
   /** The outcome of an extend or release: held by a majority, lost, or unknown (too many errors: throws). */
   function decide(keys: LockKeys, operation: string, answers: Answer<OwnershipReply | ReleaseReply>[]): OwnershipReply {
+    // The common case first: a majority confirmed it, and no votes need building.
+    if (answers.filter((a) => a.ok && isOk(a.value)).length >= quorum) return 'ok';
     const { votes, taken } = ownershipVotes(answers);
     const outcome = tally(operation, quorum, votes);
     if (outcome.for >= quorum) return 'ok';
@@ -363,10 +365,9 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       });
       const outcome = tally('acquire', quorum, votes);
       if (outcome.for >= quorum) {
+        // Won, but fewer than a majority issued the highest fence (agreedFence above): the others are raised to it.
         const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
-        // The steady state: a majority of voters issued this very fence, and nothing is sent.
-        const atFence = fences.filter((f) => f === fence).length;
-        if (atFence >= quorum || (await raise(keys, fences, fence, ttl))) {
+        if (await raise(keys, fences, fence, ttl)) {
           decided = 'won';
           remember(token, ttl);
           return { acquired: true, fence };
@@ -394,9 +395,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       );
       // A retry after a QuorumError: the nodes that released it then find it gone now, and still count for.
       const earlier = releasedOn.get(token);
-      // The common case first: a majority released it, and no earlier try to count.
-      if (!earlier && answers.filter((a) => a.ok && isOk(a.value)).length >= quorum) return 'ok';
-      const merged = answers.map((a, i): Answer<ReleaseReply> => (earlier?.has(i) ? { ok: true, value: 'ok' } : a));
+      const merged = earlier ? answers.map((a, i): Answer<ReleaseReply> => (earlier.has(i) ? { ok: true, value: 'ok' } : a)) : answers;
       try {
         const reply = decide(keys, 'release', merged);
         releasedOn.delete(token);
