@@ -1,5 +1,8 @@
 import type { Lease } from './lease/lease.js';
-import type { AcquireOptions } from './options.js';
+import { splitCallback } from './manager/run-holding.js';
+import { ACQUIRE_OPTIONS, type AcquireOptions } from './options.js';
+import type { PermitOptions, Semaphore } from './semaphore.js';
+import { checkOptions } from './validate.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
 /** Options of {@link Locks.fairLock}: defaults for its calls. */
@@ -32,3 +35,22 @@ export interface FairLock {
 }
 
 export const FAIR_LOCK_OPTIONS = ['ttl', 'wait', 'strategy'] as const;
+
+/** A fair lock over a semaphore of one permit: its queue is strictly first come, first served across processes. */
+export function fairLockOver(sem: Semaphore): FairLock {
+  const one = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'), permits: 1 });
+  return {
+    name: sem.name,
+    acquire: (options) => sem.acquire(one(options)),
+    tryAcquire: (options) => sem.tryAcquire(one(options)),
+    withLock: (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
+      let split;
+      try {
+        split = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      return sem.withPermit(one(split.options), split.fn);
+    }) as FairLock['withLock'],
+  };
+}

@@ -1,5 +1,5 @@
 export { createLocks } from './locks.js';
-export type { Locks } from './locks.js';
+export type { Locks } from './locks-api.js';
 export type { FencedValue, HolderInfo } from './backend/backend.js';
 export type { LockInfo } from './lock-info.js';
 export type { Semaphore, SemaphoreOptions, PermitOptions } from './semaphore.js';

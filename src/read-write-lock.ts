@@ -1,5 +1,8 @@
 import type { Lease } from './lease/lease.js';
-import type { AcquireOptions } from './options.js';
+import { splitCallback } from './manager/run-holding.js';
+import { ACQUIRE_OPTIONS, type AcquireOptions } from './options.js';
+import { MAX_PERMITS, type PermitOptions, type Semaphore } from './semaphore.js';
+import { checkOptions } from './validate.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
 /** Options of {@link Locks.readWriteLock}: defaults for its calls. */
@@ -39,3 +42,29 @@ export interface ReadWriteLock {
 }
 
 export const READ_WRITE_LOCK_OPTIONS = ['ttl', 'wait', 'strategy'] as const;
+
+/** A read-write lock over a semaphore of {@link MAX_PERMITS} permits: readers take one, a writer all; the queue is first come, first served. */
+export function readWriteLockOver(sem: Semaphore): ReadWriteLock {
+  const as = (permits: number) => (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'), permits });
+  const reader = as(1);
+  const writer = as(MAX_PERMITS);
+  const scoped = (permits: (o: AcquireOptions | undefined) => PermitOptions) =>
+    (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
+      let split;
+      try {
+        split = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      return sem.withPermit(permits(split.options), split.fn);
+    }) as ReadWriteLock['withRead'];
+  return {
+    name: sem.name,
+    read: (options) => sem.acquire(reader(options)),
+    tryRead: (options) => sem.tryAcquire(reader(options)),
+    write: (options) => sem.acquire(writer(options)),
+    tryWrite: (options) => sem.tryAcquire(writer(options)),
+    withRead: scoped(reader),
+    withWrite: scoped(writer),
+  };
+}

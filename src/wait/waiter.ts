@@ -1,14 +1,47 @@
+import { AsyncResource } from 'node:async_hooks';
+import type { AcquireReply, Backend } from '../backend/backend.js';
+import { undecided, type QuorumOutcome } from '../backend/quorum.js';
+import { now, validUntil } from '../clock.js';
+import { LockTimeoutError, QuorumError } from '../errors.js';
+import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
-import type { LockKeys } from '../keys.js';
-import type { WaitStrategyName } from './strategy.js';
+import { attempt, type AttemptLimit } from './attempt.js';
+import type { InboxListener, Listener } from './inbox-listener.js';
+import { sleep } from './sleep.js';
+import { nextDelay, type WaitStrategyName, type WaitTuning } from './strategy.js';
+
+/** What a waiter needs from its manager. */
+export interface WaitContext {
+  readonly backend: Backend;
+  readonly inbox: InboxListener;
+  readonly driftFactor: number;
+  readonly tuning: WaitTuning;
+}
+
+/** One attempt of a waiter: its reply, when it was sent, and whether the inbox listened then. */
+export interface Attempt {
+  readonly reply: AcquireReply;
+  readonly sentAt: number;
+  readonly inboxWasListening: boolean;
+}
+
+/** What a waiter won: the fence, when the attempt that won it was sent, and the replica acknowledgement. */
+export interface Grant {
+  readonly fence: number;
+  readonly sentAt: number;
+  readonly replicated: boolean | undefined;
+}
 
 /**
- * One call of `acquire` waiting for a lock. Waiters of one manager for one key queue in FIFO
- * order ({@link KeyState}); only the head talks to the backend (`active`), the others wait in
- * memory until the head is served or a lease of this process is handed to them.
+ * What a waiter is doing: `queued` in memory behind callers of its own process (a lock's local
+ * queue), `active` talking to the backend (or being handed a lease), `done` once it left, with a
+ * lease or without.
  */
-export interface Waiter {
+export type WaiterState = 'queued' | 'active' | 'done';
+
+/** What the caller decides about a wait. */
+export interface WaiterSpec {
   readonly keys: LockKeys;
   /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
   readonly member: string;
@@ -19,74 +52,257 @@ export interface Waiter {
   /** Monotonic ms. */
   readonly started: number;
   readonly deadline: number;
-  /** Set when the wait must end: the caller's signal aborted, `close()`, or its deadline while not active. */
-  stop: { readonly reason: unknown } | undefined;
-  /** queued: in memory; active: the head, talking to the backend (or being handed a lease); done: settled. */
-  state: 'queued' | 'active' | 'done';
-  attempts: number;
-  /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
-  lastSent: number;
-  /** True while an attempt waits for its reply. */
-  inFlight: boolean;
-  /** The fence of a grant announced in the inbox, until the waiter takes it. */
-  granted: number | undefined;
-  /** Set by an inbox message that arrived while it was not sleeping. */
-  woken: boolean;
-  /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
-  joined: boolean;
-  /** True once it joined the inbox for this lock: it leaves it when it settles. */
-  inboxJoined: boolean;
-  /** True during a Redlock split-vote back-off: only a stop ends it early, not a wake-up message. */
-  jitter: boolean;
-  /** Ends the current sleep early, while it sleeps. */
-  wake: (() => void) | undefined;
-  /** Ends the attempt in flight with a reason (a stop), while one is in flight. */
-  cancel: ((reason: unknown) => void) | undefined;
-  timer: NodeJS.Timeout | undefined;
-  resolve(lease: Lease): void;
-  reject(error: unknown): void;
-}
-
-/** A lock's state in one manager: the lease this process holds on it, and its waiters in arrival order. */
-export interface KeyState {
-  readonly name: string;
-  holder: Lease | undefined;
-  readonly waiters: Waiter[];
-  /** Consecutive hand-offs to waiters of this process; bounded so that other processes get a turn. */
-  streak: number;
+  readonly state: WaiterState;
 }
 
 /**
- * A new waiter: what the caller decides, and the rest in its starting state. Every field is
- * written out in one literal, in the interface's order, so that every waiter has one hidden class:
- * a spread of `given` here made each acquire about twice as expensive in CPU (bench/ab.mjs).
+ * One call waiting for a lock or for permits: a small state machine with one exit
+ * ({@link Waiter.exit}). Whatever ends the wait (the lease, an abort before, during or after an
+ * attempt, the deadline during a stalled attempt, `close()`, a backend error, a lost reply), the
+ * exit takes the waiter out of the server's wait queue when it may be in it, gives back a lock a
+ * reply won for it after it left, leaves the inbox and clears its timer and abort listener.
  */
-export function newWaiter(
-  given: Pick<Waiter, 'keys' | 'member' | 'token' | 'ttl' | 'renew' | 'strategy' | 'started' | 'deadline' | 'state' | 'attempts' | 'resolve' | 'reject'>,
-): Waiter {
-  return {
-    keys: given.keys,
-    member: given.member,
-    token: given.token,
-    ttl: given.ttl,
-    renew: given.renew,
-    strategy: given.strategy,
-    started: given.started,
-    deadline: given.deadline,
-    stop: undefined,
-    state: given.state,
-    attempts: given.attempts,
-    lastSent: given.started,
-    inFlight: false,
-    granted: undefined,
-    woken: false,
-    joined: false,
-    inboxJoined: false,
-    jitter: false,
-    wake: undefined,
-    cancel: undefined,
-    timer: undefined,
-    resolve: given.resolve,
-    reject: given.reject,
-  };
+export class Waiter implements Listener, AttemptLimit {
+  readonly keys: LockKeys;
+  readonly member: string;
+  readonly token: string;
+  readonly ttl: number;
+  readonly renew: RenewOptions | undefined;
+  readonly strategy: WaitStrategyName;
+  readonly started: number;
+  readonly deadline: number;
+  state: WaiterState;
+  /** Set when the wait must end: the caller's signal aborted, `close()`, or its deadline while not active. */
+  stop: { readonly reason: unknown } | undefined = undefined;
+  attempts = 0;
+  /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
+  lastSent: number;
+  inFlight = false;
+  granted: number | undefined = undefined;
+  woken = false;
+  /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
+  joined = false;
+  /** True while it holds one interest in the inbox's grants for this lock. */
+  inboxJoined = false;
+  /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
+  queuedRemotely = false;
+  jitter = false;
+  wake: (() => void) | undefined = undefined;
+  cancel: ((reason: unknown) => void) | undefined = undefined;
+  /** The deadline while it waits in memory behind callers of its own process. */
+  timer: NodeJS.Timeout | undefined = undefined;
+  /** The caller's async context, for a waiter that may be served from another's (a hand-off, a release that pumps the queue). */
+  scope: AsyncResource | undefined = undefined;
+  /** Removes the caller's abort listener. */
+  detach: (() => void) | undefined = undefined;
+  /** Settles the caller's promise (a lock's waiter; a semaphore's wait returns instead). */
+  resolve: (lease: Lease) => void = () => {};
+  reject: (error: unknown) => void = () => {};
+  readonly #context: WaitContext;
+
+  constructor(context: WaitContext, spec: WaiterSpec) {
+    this.#context = context;
+    this.keys = spec.keys;
+    this.member = spec.member;
+    this.token = spec.token;
+    this.ttl = spec.ttl;
+    this.renew = spec.renew;
+    this.strategy = spec.strategy;
+    this.started = spec.started;
+    this.deadline = spec.deadline;
+    this.state = spec.state;
+    this.lastSent = spec.started;
+  }
+
+  /** Records the caller's async context: whatever serves this waiter later runs in it. */
+  keepScope(): void {
+    this.scope ??= new AsyncResource('latchkey.waiter');
+  }
+
+  /** Runs `fn` in the caller's async context (see {@link Waiter.keepScope}). */
+  inScope<T>(fn: () => T): T {
+    return this.scope ? this.scope.runInAsyncScope(fn) : fn();
+  }
+
+  /** Asks an active wait to end (a stop): its loop or its attempt in flight ends with `reason`, and then exits. */
+  requestStop(reason: unknown): void {
+    if (this.state === 'done' || this.stop) return;
+    this.stop = { reason };
+    this.wake?.();
+    this.cancel?.(reason);
+  }
+
+  /**
+   * One attempt. With `notify` it queues in the backend only once a grant can be heard: a release
+   * takes a queued waiter whose inbox has no listener for a dead one, and passes it over.
+   */
+  async attempt(): Promise<Attempt> {
+    const { backend, inbox, tuning } = this.#context;
+    const listening = this.strategy === 'notify' && inbox.listening(this.keys);
+    // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
+    if (listening) this.queuedRemotely = true;
+    const sentAt = now();
+    this.attempts++;
+    this.inFlight = true;
+    try {
+      const queue = listening ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
+      const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
+      return { reply, sentAt, inboxWasListening: listening };
+    } finally {
+      this.inFlight = false;
+    }
+  }
+
+  /** The attempt's win, if it is still of use; a win too late to be of use is given back. */
+  won(a: Attempt): Grant | undefined {
+    const { reply, sentAt } = a;
+    if (!reply.acquired) return undefined;
+    if (!this.stop && validUntil(sentAt, this.ttl, this.#context.driftFactor) > now()) {
+      return { fence: reply.fence, sentAt, replicated: reply.replicated };
+    }
+    // Too late to be of use, or the caller left meanwhile. (A next attempt is sent after it.)
+    this.#context.backend.release(this.keys, this.token).catch(() => {});
+    return undefined;
+  }
+
+  /**
+   * The wait: attempt, then sleep until an inbox message, the holder's TTL, a recheck or the
+   * deadline; again until a win. `first`: an attempt already made (the probe), continued from.
+   * Throws the stop's reason, or the timeout; the caller then calls {@link Waiter.exit}.
+   */
+  async waitRemotely(first?: Attempt): Promise<Grant> {
+    const { keys, ttl } = this;
+    const { driftFactor, tuning } = this.#context;
+    const locks = keys.semaphore === undefined;
+    let pending = first;
+    for (;;) {
+      let a = pending;
+      pending = undefined;
+      if (!a) {
+        this.#throwIfStopped();
+        const fence = this.#takeGrant();
+        if (locks && fence !== undefined && validUntil(this.lastSent, ttl, driftFactor) - now() > ttl / 2) {
+          // Granted by a release, without a round trip: valid from this waiter's last attempt,
+          // which reached Redis before the release did. (With too little validity left, the next
+          // attempt refreshes it: the lock holds our token.)
+          return { fence, sentAt: this.lastSent, replicated: undefined };
+        }
+        a = await this.attempt();
+      }
+      const { reply, inboxWasListening } = a;
+      if (!reply.acquired) this.lastSent = a.sentAt;
+      const grant = this.won(a);
+      if (grant) return grant;
+      this.#throwIfStopped();
+      const outcome = reply.acquired ? undefined : reply.outcome;
+      if (!reply.acquired && reply.retryAfter !== undefined && reply.retryAfter > 0) {
+        // Redlock split vote: contenders back off for random times, or they split again.
+        this.jitter = true;
+        await this.#sleep(Math.min(reply.retryAfter, Math.max(0, this.deadline - now())));
+        this.jitter = false;
+        this.#throwIfStopped();
+        if (this.deadline - now() <= 0) throw this.#giveUp(outcome);
+        continue;
+      }
+      if (this.deadline - now() <= 0) throw this.#giveUp(outcome);
+      if (this.strategy === 'notify' && !this.joined) {
+        if (inboxWasListening) {
+          // Queued already: hold an interest in the inbox's grants for this lock while queued (on
+          // Cluster another waiter's leave must not end the subscription under this one).
+          this.#join().catch(() => {});
+        } else {
+          // Listen for grants first, then queue with the next attempt. Without an inbox the waiter
+          // still wakes at the holder's TTL and at each recheck.
+          if (await this.#joinInbox()) continue; // the lock may have been passed on before the inbox listened
+          this.#throwIfStopped();
+        }
+      }
+      const remaining = this.deadline - now();
+      if (remaining <= 0) throw this.#giveUp(outcome);
+      if (!this.woken && this.granted === undefined) {
+        // A semaphore's ttl 0: the queue holds it back, not a holder: only a wake-up or the recheck ends the sleep.
+        const holderTtl = reply.acquired ? 0 : locks || reply.ttl > 0 ? reply.ttl : -1;
+        await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
+      }
+      this.woken = false;
+    }
+  }
+
+  /**
+   * The one exit, whatever ended the wait; idempotent. `won`: the waiter leaves with a lease (the
+   * backend took its queue entry out when it granted the lock). Otherwise a queue entry it may
+   * have made is removed, and a lock granted to it meanwhile is released, which passes it on.
+   */
+  exit(won: boolean): void {
+    if (this.state === 'done') return;
+    this.state = 'done';
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.detach?.();
+    this.detach = undefined;
+    const { backend, inbox } = this.#context;
+    inbox.delete(this.member);
+    if (this.inboxJoined) {
+      this.inboxJoined = false;
+      inbox.leave(this.keys);
+    }
+    if (won || !this.queuedRemotely) return;
+    // Sent after the attempts on the same connection: it runs after any of them still in flight.
+    const { keys, member, token } = this;
+    backend
+      .leave(keys, member, token)
+      .then((granted) => (granted ? backend.release(keys, token) : undefined))
+      .catch(() => {});
+  }
+
+  /**
+   * Has the inbox listen for this lock: true once it does. Bounded by the deadline and a stop (a
+   * hung server may never confirm a subscription); wake-ups meanwhile do not end it.
+   */
+  async #joinInbox(): Promise<boolean> {
+    const joining = this.#join();
+    let joined: boolean | undefined;
+    const settled = joining.then(
+      () => (joined = true),
+      () => (joined = false),
+    );
+    while (joined === undefined && !this.stop && this.deadline - now() > 0) {
+      await Promise.race([settled, this.#sleep(this.deadline - now())]);
+      this.wake?.();
+    }
+    return joined === true;
+  }
+
+  /** Takes one interest in the inbox's grants for this lock (given back by the exit); resolves once listening. */
+  #join(): Promise<void> {
+    this.joined = true;
+    return this.#context.inbox.open().then(async (opened) => {
+      if (this.state === 'done') return; // left meanwhile: nothing to leave later
+      this.inboxJoined = true;
+      await opened.join(this.keys);
+    });
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return sleep(ms, (wake) => (this.wake = wake)).then(() => {
+      this.wake = undefined;
+    });
+  }
+
+  #takeGrant(): number | undefined {
+    const fence = this.granted;
+    this.granted = undefined;
+    return fence;
+  }
+
+  /** Throws the reason a wait was stopped for, if it was. (A method, so narrowing does not cross awaits.) */
+  #throwIfStopped(): void {
+    if (this.stop) throw this.stop.reason;
+  }
+
+  /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
+  #giveUp(outcome: QuorumOutcome | undefined): Error {
+    if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
+    return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome);
+  }
 }

@@ -1,0 +1,99 @@
+import type { Backend, Inbox } from '../backend/backend.js';
+import type { LockKeys } from '../keys.js';
+
+/** What the inbox does to a waiter it has a message for (a {@link Waiter} is one). */
+export interface Listener {
+  /** Set by a message that arrived while the waiter was not sleeping: it looks again at once. */
+  woken: boolean;
+  /** The fence of a grant announced in the inbox, until the waiter takes it. */
+  granted: number | undefined;
+  /** True while an attempt waits for its reply: that attempt (or the next) finds the lock holding its token. */
+  readonly inFlight: boolean;
+  /** True during a Redlock split-vote back-off: a wake-up message does not end it. */
+  readonly jitter: boolean;
+  /** Ends the current sleep early, while it sleeps. */
+  readonly wake: (() => void) | undefined;
+}
+
+/**
+ * A manager's inbox and the waiters it can wake: opened once, on the first wait that needs it, and
+ * shared by every wait of the manager (locks and semaphores). A waiter is registered while it
+ * talks to the backend, by its member name, which is what a release's grant message names.
+ */
+export class InboxListener {
+  readonly #backend: Backend;
+  readonly #managerId: string;
+  readonly #waiting = new Map<string, Listener>();
+  #inbox: Promise<Inbox> | undefined;
+  /** The inbox once its connection is up: from then on no message to a lock it listens for is missed (but across a reconnect, which wakes everyone). */
+  #ready: Inbox | undefined;
+
+  constructor(backend: Backend, managerId: string) {
+    this.#backend = backend;
+    this.#managerId = managerId;
+  }
+
+  /** True when a grant for this lock would reach this manager now. */
+  listening(keys: LockKeys): boolean {
+    return this.#ready?.listening(keys) === true;
+  }
+
+  add(member: string, listener: Listener): void {
+    this.#waiting.set(member, listener);
+  }
+
+  delete(member: string): void {
+    this.#waiting.delete(member);
+  }
+
+  /** Gives up one interest in grants for `keys` (as many as were joined). */
+  leave(keys: LockKeys): void {
+    this.#ready?.leave(keys);
+  }
+
+  /** Opens the inbox once; later calls share it. */
+  open(): Promise<Inbox> {
+    if (!this.#inbox) {
+      const opening = this.#backend.watchInbox(this.#managerId, (member, fence) => this.#deliver(member, fence));
+      opening.then(
+        (inbox) => {
+          if (this.#inbox === opening) this.#ready = inbox;
+        },
+        () => {
+          if (this.#inbox === opening) this.#inbox = undefined;
+        },
+      );
+      this.#inbox = opening;
+    }
+    return this.#inbox;
+  }
+
+  async close(): Promise<void> {
+    const inbox = await this.#inbox?.catch(() => undefined);
+    await inbox?.close();
+  }
+
+  #deliver(member: string | undefined, fence: number | undefined): void {
+    if (member === undefined || fence === undefined) {
+      // Reconnected: messages may have been lost. Everyone looks again.
+      for (const waiter of this.#waiting.values()) {
+        waiter.woken = true;
+        waiter.wake?.();
+      }
+      return;
+    }
+    // A waiter that left already: its exit found the grant and released it.
+    const waiter = this.#waiting.get(member);
+    if (!waiter) return;
+    if (fence === 0) {
+      // Redlock: a node freed the lock; the waiter asks the quorum again.
+      waiter.woken = true;
+      if (!waiter.jitter) waiter.wake?.();
+      return;
+    }
+    // An attempt in flight will find the lock holding our token (or the next one will).
+    if (waiter.inFlight) waiter.woken = true;
+    else waiter.granted = fence;
+    waiter.wake?.();
+  }
+}
