@@ -182,6 +182,10 @@ export class Lease implements AsyncDisposable {
       const sentAt = now();
       const reply = await this.#context.backend.extend(this.#keys, this.#token, ttl);
       this.#afterOwnershipReply(reply);
+      this.#noticeExpiry();
+      // Extended in the backend, but the lease counts as lost (its validity ran out before the
+      // reply, or it was declared lost meanwhile): the key holds our token for a new TTL.
+      if (reply === 'ok' && this.#state === 'lost') await this.#giveBack();
       this.#assertHeld();
       this.#validUntil = validUntil(sentAt, ttl, this.#context.driftFactor);
       this.#armExpiry();
@@ -191,13 +195,18 @@ export class Lease implements AsyncDisposable {
   /**
    * Releases the lock. Resolves when it was held until now and is released; calling it again
    * resolves too. Rejects with {@link LeaseLostError} when the lease was lost before the release
-   * (it expired, or someone else's lease now holds the lock, which is left untouched), and with a
-   * `BackendError` when the backend could not be reached (the lease then expires by its TTL).
+   * (its validity ran out, even if nothing noticed it then, or someone else's lease now holds the
+   * lock, which is left untouched), and with a `BackendError` when the backend could not be
+   * reached (the lease then expires by its TTL).
    */
   release(): Promise<void> {
     // Not queued behind a renewal in flight: a release must not wait for a backend that hangs.
     this.#releasing ??= (async () => {
       this.#watchdog?.stop();
+      // A lease whose validity ran out is lost, though nothing watched it run out. Its key may
+      // still hold our token (it expires in the backend later than our validity ends): the
+      // release below still deletes it, and passes the lock on, before the loss is reported.
+      this.#noticeExpiry();
       let reply: OwnershipReply;
       try {
         reply = await this.#context.release(this, this.#keys, this.#token);
@@ -254,6 +263,15 @@ export class Lease implements AsyncDisposable {
     this.#noticeExpiry();
     if (this.#state === 'lost') throw this.#lostError;
     if (this.#state === 'released') throw this.#endReason?.() ?? new LeaseReleasedError(this.key);
+  }
+
+  /**
+   * Deletes the key if it still holds our token, for a lease that counts as lost but may still
+   * hold it (an extend that succeeded too late). A plain release in the backend, never a hand-off
+   * to a waiter of this process; if it fails, the key expires by its TTL.
+   */
+  async #giveBack(): Promise<void> {
+    await this.#context.backend.release(this.#keys, this.#token).catch(() => {});
   }
 
   #afterOwnershipReply(reply: OwnershipReply): void {

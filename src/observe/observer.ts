@@ -330,7 +330,8 @@ export class Observer {
   /**
    * Runs the release of `lease` (`release`) as a `latchkey.release` span, a child of the lease's
    * `latchkey.hold` span: the round trip, its outcome (`released`, or `lost` with the reason the
-   * reply gave), and status error when it failed.
+   * lease was lost for before the release, or else the one the reply gave), and status error when
+   * it failed.
    */
   async traceRelease<R>(lease: Lease, release: () => Promise<R>): Promise<R> {
     const tracer = this.#tracer!;
@@ -340,7 +341,8 @@ export class Observer {
     const span = tracer.startSpan('latchkey.release', { attributes: { ...this.#attributes(kind, lease.key) } }, parent);
     try {
       const reply = await release();
-      const lost = typeof reply === 'string' && reply !== 'ok' ? reply : undefined;
+      // A lease lost first (its validity ran out) is reported lost by its release, whatever the reply.
+      const lost = lease.lostError?.reason ?? (typeof reply === 'string' && reply !== 'ok' ? reply : undefined);
       span.setAttribute('latchkey.outcome', lost ? 'lost' : 'released');
       if (lost) span.setAttribute('latchkey.lost.reason', lost);
       return reply;

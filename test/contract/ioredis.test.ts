@@ -1,10 +1,14 @@
 import { afterAll, describe } from 'vitest';
 import { ioredisHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { leaseEndContract } from './lease-end-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through ioredis', () => {
-  let server: RedisServer | undefined;
-  afterAll(async () => server?.stop());
-  lockContract(async () => ioredisHarness((server = await RedisServer.start())));
+  // One server for both suites; each test uses its own key prefix.
+  let server: Promise<RedisServer> | undefined;
+  const started = (): Promise<RedisServer> => (server ??= RedisServer.start());
+  afterAll(async () => (await server)?.stop());
+  lockContract(async () => ioredisHarness(await started()));
+  leaseEndContract(async () => ioredisHarness(await started()));
 });

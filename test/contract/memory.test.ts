@@ -1,7 +1,9 @@
 import { describe } from 'vitest';
 import { memoryHarness } from '../helpers/harness.js';
+import { leaseEndContract } from './lease-end-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: in-memory backend', () => {
   lockContract(async () => memoryHarness());
+  leaseEndContract(async () => memoryHarness());
 });

@@ -1,10 +1,14 @@
 import { afterAll, describe } from 'vitest';
 import { nodeRedisHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { leaseEndContract } from './lease-end-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through node-redis', () => {
-  let server: RedisServer | undefined;
-  afterAll(async () => server?.stop());
-  lockContract(async () => nodeRedisHarness((server = await RedisServer.start())));
+  // One server for both suites; each test uses its own key prefix.
+  let server: Promise<RedisServer> | undefined;
+  const started = (): Promise<RedisServer> => (server ??= RedisServer.start());
+  afterAll(async () => (await server)?.stop());
+  lockContract(async () => nodeRedisHarness(await started()));
+  leaseEndContract(async () => nodeRedisHarness(await started()));
 });

@@ -35,6 +35,7 @@ import {
 } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { createObserver } from '../../src/observe/observer.js';
+import { pastValidity } from '../contract/lease-end-contract.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
 import { freePort } from '../helpers/redis-server.js';
 
@@ -272,6 +273,29 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       const text = spanText(exporter.getFinishedSpans().concat(spans));
       for (const name of ['jobs:1', 'jobs:2', 'jobs:3', 'pool']) expect(text).not.toContain(name);
       for (const token of tokens) expect(text).not.toContain(token);
+    } finally {
+      await locks.close();
+      client.disconnect();
+      await tracerProvider.shutdown();
+    }
+  });
+
+  it('records the release of a lease whose validity ran out unwatched as lost (expired), though it deleted the key still there', async () => {
+    const { exporter, tracerProvider } = tracerSetup();
+    const client = new Redis(redis.server.port, '127.0.0.1');
+    const prefix = uniquePrefix();
+    // Validity ends half a TTL before the key expires in Redis: the release still finds the key.
+    const locks = createLocks({ redis: client, prefix, tracerProvider, driftFactor: 0.5 });
+    try {
+      const lease = await locks.acquire('jobs:4', { ttl: 400 });
+      await pastValidity(lease);
+      await expect(lease.release()).rejects.toMatchObject({ name: 'LeaseLostError', reason: 'expired' });
+      expect(await redis.raw.exists(lockKeys(prefix, 'jobs:4').lock)).toBe(0);
+      const spans = exporter.getFinishedSpans().filter((s) => s.name !== 'latchkey.acquire');
+      expect(spans.map((s) => s.name)).toEqual(['latchkey.hold', 'latchkey.release']);
+      const [hold, release] = spans as [ReadableSpan, ReadableSpan];
+      expect(hold.attributes).toMatchObject({ 'latchkey.lease.end': 'lost', 'latchkey.lost.reason': 'expired', 'error.type': 'LEASE_LOST' });
+      expect(release.attributes).toMatchObject({ 'latchkey.outcome': 'lost', 'latchkey.lost.reason': 'expired' });
     } finally {
       await locks.close();
       client.disconnect();
