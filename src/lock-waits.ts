@@ -97,11 +97,16 @@ export class LockWaits {
     return keys.map((k, i) => this.#lease(this.#queue(k.name), k, token, fences[i]!, ttl, sentAt, renew, undefined));
   }
 
-  /** Stops every wait (they reject with a LockAbortedError). */
-  stopAll(): void {
+  /** Stops every wait (they reject with a LockAbortedError); resolves once every waiter has left. */
+  stopAll(): Promise<unknown> {
+    const left: Promise<void>[] = [];
     for (const queue of this.#queues.values()) {
-      for (const waiter of [...queue.waiters]) this.#stop(queue, waiter, new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+      for (const waiter of [...queue.waiters]) {
+        this.#stop(queue, waiter, new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+        left.push(waiter.whenDone());
+      }
     }
+    return Promise.all(left);
   }
 
   /**

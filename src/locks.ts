@@ -24,6 +24,16 @@ import { TokenSource } from './token.js';
 import { checkFence, checkKey, checkOptions } from './validate.js';
 import { InboxListener } from './wait/inbox-listener.js';
 
+/** How long `close()` waits for waits to end and leave the queue, ms. */
+const CLOSE_GRACE = 1000;
+
+/** Resolves when `promise` settles or `ms` have passed, whichever comes first; leaves no timer behind. */
+function within(ms: number, promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return Promise.race([promise.then(() => undefined, () => undefined), limit]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Creates a lock manager.
  *
@@ -76,6 +86,7 @@ class LockManager implements Locks {
       lockKeys: new KeysCache(settings.prefix),
       inbox: new InboxListener(backend, id),
       held: new Set<Lease>(),
+      leaving: new Set<Promise<unknown>>(),
       isClosed: () => this.#closed,
       assertOpen: () => this.#assertOpen(),
       nextMember: () => `${id}:${(nextWaiter++).toString(36)}`,
@@ -201,8 +212,11 @@ class LockManager implements Locks {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#locks.stopAll();
-    this.#permits.stopAll();
+    // Every wait ends, and takes its queue entries out, before the connections close: bounded, for
+    // a Redis that does not answer (its entries then expire by themselves, within 3 × recheck).
+    const ctx = this.#ctx;
+    const stopped = Promise.all([this.#locks.stopAll(), this.#permits.stopAll()]).then(() => Promise.all(ctx.leaving));
+    await within(CLOSE_GRACE, stopped);
     await Promise.all([...this.#ctx.held].map((lease) => lease.release().catch(() => {})));
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();

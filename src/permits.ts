@@ -72,9 +72,14 @@ export class Permits {
     };
   }
 
-  /** Stops every wait (they reject with a LockAbortedError). */
-  stopAll(): void {
-    for (const waiter of this.#waiters) waiter.requestStop(new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+  /** Stops every wait (they reject with a LockAbortedError); resolves once every waiter has left. */
+  stopAll(): Promise<unknown> {
+    const left: Promise<void>[] = [];
+    for (const waiter of this.#waiters) {
+      waiter.requestStop(new LockAbortedError(waiter.keys.name, 'the manager was closed'));
+      left.push(waiter.whenDone());
+    }
+    return Promise.all(left);
   }
 
   /** One semaphore acquire: the permits at once when they are free; else a wait in the backend's queue. */

@@ -17,6 +17,8 @@ export interface WaitContext {
   readonly inbox: InboxListener;
   readonly driftFactor: number;
   readonly tuning: WaitTuning;
+  /** Clean-ups of waiters that left (queue entries being removed): `close()` lets them finish. */
+  readonly leaving: Set<Promise<unknown>>;
 }
 
 /** One attempt of a waiter: its reply, when it was sent, and whether the inbox listened then. */
@@ -99,6 +101,8 @@ export class Waiter implements Listener, AttemptLimit {
   resolve: (lease: Lease) => void = () => {};
   reject: (error: unknown) => void = () => {};
   readonly #context: WaitContext;
+  /** Resolves {@link Waiter.whenDone}, once someone asked. */
+  #done: (() => void) | undefined = undefined;
 
   constructor(context: WaitContext, spec: WaiterSpec) {
     this.#context = context;
@@ -246,13 +250,30 @@ export class Waiter implements Listener, AttemptLimit {
       this.inboxJoined = false;
       inbox.leave(this.keys);
     }
-    if (won || !this.queuedRemotely) return;
-    // Sent after the attempts on the same connection: it runs after any of them still in flight.
-    const { keys, member, token } = this;
-    backend
-      .leave(keys, member, token)
-      .then((granted) => (granted ? backend.release(keys, token) : undefined))
-      .catch(() => {});
+    if (!won && this.queuedRemotely) {
+      // Sent after the attempts on the same connection: it runs after any of them still in flight.
+      const { keys, member, token } = this;
+      const { leaving } = this.#context;
+      const cleanUp = backend
+        .leave(keys, member, token)
+        .then((granted) => (granted ? backend.release(keys, token) : undefined))
+        .catch(() => {})
+        .finally(() => leaving.delete(cleanUp));
+      leaving.add(cleanUp);
+    }
+    this.#done?.();
+  }
+
+  /** Resolves once the waiter has left (see {@link Waiter.exit}). */
+  whenDone(): Promise<void> {
+    if (this.state === 'done') return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const earlier = this.#done;
+      this.#done = () => {
+        earlier?.();
+        resolve();
+      };
+    });
   }
 
   /**
