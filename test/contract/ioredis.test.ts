@@ -2,6 +2,7 @@ import { afterAll, describe } from 'vitest';
 import { ioredisHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { leaseEndContract } from './lease-end-contract.js';
+import { giveUpContract } from './give-up-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through ioredis', () => {
@@ -11,4 +12,10 @@ describe('contract: single Redis through ioredis', () => {
   afterAll(async () => (await server)?.stop());
   lockContract(async () => ioredisHarness(await started()));
   leaseEndContract(async () => ioredisHarness(await started()));
+});
+
+describe('give-up contract: single Redis through ioredis', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  giveUpContract(async () => ioredisHarness((server = await RedisServer.start())), { semaphores: true, stalls: true });
 });

@@ -2,6 +2,7 @@ import { afterAll, describe } from 'vitest';
 import { iovalkeyHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { leaseEndContract } from './lease-end-contract.js';
+import { giveUpContract } from './give-up-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through iovalkey (the Valkey fork of ioredis)', () => {
@@ -11,4 +12,10 @@ describe('contract: single Redis through iovalkey (the Valkey fork of ioredis)',
   afterAll(async () => (await server)?.stop());
   lockContract(async () => iovalkeyHarness(await started()));
   leaseEndContract(async () => iovalkeyHarness(await started()));
+});
+
+describe('give-up contract: single Redis through iovalkey (the Valkey fork of ioredis)', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  giveUpContract(async () => iovalkeyHarness((server = await RedisServer.start())), { semaphores: true, stalls: true });
 });

@@ -2,6 +2,7 @@ import { afterAll, describe } from 'vitest';
 import { nodeRedisHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { leaseEndContract } from './lease-end-contract.js';
+import { giveUpContract } from './give-up-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through node-redis', () => {
@@ -11,4 +12,10 @@ describe('contract: single Redis through node-redis', () => {
   afterAll(async () => (await server)?.stop());
   lockContract(async () => nodeRedisHarness(await started()));
   leaseEndContract(async () => nodeRedisHarness(await started()));
+});
+
+describe('give-up contract: single Redis through node-redis', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  giveUpContract(async () => nodeRedisHarness((server = await RedisServer.start())), { semaphores: true, stalls: true });
 });

@@ -2,6 +2,7 @@ import { afterAll, describe } from 'vitest';
 import { glideHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { leaseEndContract } from './lease-end-contract.js';
+import { giveUpContract } from './give-up-contract.js';
 import { lockContract } from './lock-contract.js';
 
 describe('contract: single Redis through Valkey GLIDE (GlideClient)', () => {
@@ -11,4 +12,10 @@ describe('contract: single Redis through Valkey GLIDE (GlideClient)', () => {
   afterAll(async () => (await server)?.stop());
   lockContract(async () => glideHarness(await started()));
   leaseEndContract(async () => glideHarness(await started()));
+});
+
+describe('give-up contract: single Redis through Valkey GLIDE (GlideClient)', () => {
+  let server: RedisServer | undefined;
+  afterAll(async () => server?.stop());
+  giveUpContract(async () => glideHarness((server = await RedisServer.start())), { semaphores: true, stalls: true });
 });

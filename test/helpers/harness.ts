@@ -26,7 +26,38 @@ export interface BackendHarness {
   queued(prefix: string, name: string): Promise<number>;
   /** How many waiters are queued for the semaphore `name` in the backend (0 where semaphores do not exist). */
   semaphoreQueued(prefix: string, name: string, kind?: SemaphoreKind): Promise<number>;
+  /**
+   * Real servers only: makes Redis slow to answer, as a busy or stalled server is. Every write,
+   * latchkey's scripts included, is held for `ms` on every node (`CLIENT PAUSE ms WRITE`); reads
+   * and subscriptions still pass. Resolves once the hold is in effect. With `behind`, the pause is
+   * sent on that manager's own connection(s), so it takes effect right after the commands the
+   * manager has sent so far (they are answered) and before any it sends later.
+   *
+   * (Not `DEBUG SLEEP`: its reply comes when it ends, so nothing tells when it began, and a
+   * command another connection sends right after it may run first.)
+   */
+  stall?(ms: number, behind?: Locks): Promise<void>;
+  /**
+   * Real servers only: resolves once every node ran the writes it received before this call,
+   * those a stall holds included (a write sent now is held behind them: first in, first out).
+   */
+  caughtUp?(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A connection of the harness's own, or a manager's: what a stall is sent on. */
+type Connection = Redis | Cluster | Valkey;
+
+/** Holds writes on every master the connection reaches, for `ms` (see {@link BackendHarness.stall}). */
+async function pauseWrites(connection: Connection, ms: number): Promise<void> {
+  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  await Promise.all(nodes.map((node) => node.call('CLIENT', 'PAUSE', String(ms), 'WRITE')));
+}
+
+/** A write that touches no key (PUBLISH, which a write pause holds): queued behind the writes held before it. */
+async function writeBarrier(connection: Redis | Cluster): Promise<void> {
+  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  await Promise.all(nodes.map((node) => node.publish('latchkey-test:barrier', '')));
 }
 
 /** Any spec: the keys of a semaphore do not depend on it. */
@@ -69,13 +100,23 @@ function redisHarness(
   raw: Redis | Cluster,
   clientFor: (index: number) => unknown,
   closeClients: () => Promise<unknown>,
+  more: {
+    /** Settings every manager gets (the call's own come on top). */
+    readonly settings?: LocksSettings;
+    /** Sends `CLIENT PAUSE ms WRITE` on a manager's client: given, the harness can stall the server. */
+    readonly pauseOn?: (client: unknown, ms: number) => Promise<unknown>;
+  } = {},
 ): BackendHarness {
   const made: Locks[] = [];
+  const clients = new Map<Locks, unknown>();
+  const pauseOn = more.pauseOn;
   return {
     name,
     locks: (settings) => {
-      const locks = createLocks({ ...settings, redis: clientFor(made.length) });
+      const client = clientFor(made.length);
+      const locks = createLocks({ ...more.settings, ...settings, redis: client });
       made.push(locks);
+      clients.set(locks, client);
       return locks;
     },
     forceDelete: async (prefix, lock) => {
@@ -83,6 +124,13 @@ function redisHarness(
     },
     queued: (prefix, lock) => raw.zcard(lockKeys(prefix, lock).queue),
     semaphoreQueued: (prefix, name, kind) => raw.zcard(semaphoreKeys(prefix, name, SPEC, kind).queue),
+    ...(pauseOn && {
+      stall: async (ms: number, behind?: Locks) => {
+        if (behind === undefined) await pauseWrites(raw, ms);
+        else await pauseOn(clients.get(behind), ms);
+      },
+      caughtUp: () => writeBarrier(raw),
+    }),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       await closeClients();
@@ -92,7 +140,7 @@ function redisHarness(
 }
 
 /** One new client per manager, quit at the end (ioredis and its fork iovalkey). */
-function clientPerManagerHarness(label: string, server: RedisServer, make: () => Redis | Valkey): BackendHarness {
+function clientPerManagerHarness(label: string, server: RedisServer, make: () => Redis | Valkey, settings?: LocksSettings): BackendHarness {
   const clients: (Redis | Valkey)[] = [];
   return redisHarness(
     label,
@@ -103,6 +151,7 @@ function clientPerManagerHarness(label: string, server: RedisServer, make: () =>
       return client;
     },
     () => Promise.all(clients.map((c) => c.quit())),
+    { ...(settings && { settings }), pauseOn: (client, ms) => pauseWrites(client as Redis | Valkey, ms) },
   );
 }
 
@@ -110,8 +159,14 @@ function clientPerManagerHarness(label: string, server: RedisServer, make: () =>
  * Managers share a pool of clients connected up front (createLocks is synchronous and wants a
  * connected client), the i-th manager the (i mod n)-th client; `close` ends them.
  */
-function pooledHarness<C>(label: string, raw: Redis | Cluster, pool: C[], close: (pool: C[]) => Promise<unknown>): BackendHarness {
-  return redisHarness(label, raw, (index) => pool[index % pool.length], () => close(pool));
+function pooledHarness<C>(
+  label: string,
+  raw: Redis | Cluster,
+  pool: C[],
+  close: (pool: C[]) => Promise<unknown>,
+  pauseOn?: (client: C, ms: number) => Promise<unknown>,
+): BackendHarness {
+  return redisHarness(label, raw, (index) => pool[index % pool.length], () => close(pool), pauseOn ? { pauseOn: (client, ms) => pauseOn(client as C, ms) } : {});
 }
 
 export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
@@ -127,7 +182,25 @@ export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarn
       return client;
     }),
   );
-  return pooledHarness('redis via node-redis', rawClient(server), pool, (clients) => Promise.all(clients.map((c) => c.close())));
+  return pooledHarness(
+    'redis via node-redis',
+    rawClient(server),
+    pool,
+    (clients) => Promise.all(clients.map((c) => c.close())),
+    (client, ms) => client.sendCommand(['CLIENT', 'PAUSE', String(ms), 'WRITE']),
+  );
+}
+
+/**
+ * Replica acknowledgement (`replication`) on a primary through ioredis, one client per manager:
+ * wake mode on one Redis (a release frees the lock and wakes the next waiter, whose own acquire
+ * and WAIT take it).
+ */
+export function replicatedHarness(primary: RedisServer, replicas: number): BackendHarness {
+  // A generous WAIT timeout: the test files run in parallel on a busy machine.
+  return clientPerManagerHarness(`redis with ${replicas} replica(s) acknowledging, via ioredis`, primary, () => new Redis(primary.port, '127.0.0.1'), {
+    replication: { replicas, timeout: 2000 },
+  });
 }
 
 /** iovalkey (Valkey's fork of ioredis): one client per manager, as with ioredis. */
@@ -148,7 +221,7 @@ export function glideClient(server: RedisServer): Promise<GlideClient> {
 export async function glideHarness(server: RedisServer): Promise<BackendHarness> {
   GlideLogger.setLoggerConfig('error');
   const pool = await Promise.all(Array.from({ length: 3 }, () => glideClient(server)));
-  return pooledHarness('redis via valkey-glide', rawClient(server), pool, closeGlide);
+  return pooledHarness('redis via valkey-glide', rawClient(server), pool, closeGlide, (client, ms) => client.customCommand(['CLIENT', 'PAUSE', String(ms), 'WRITE']));
 }
 
 async function closeGlide(pool: (GlideClient | GlideClusterClient)[]): Promise<void> {
@@ -163,6 +236,7 @@ export async function compatHarness(server: RedisServer): Promise<BackendHarness
   const raw = rawClient(server);
   const clients: Redis[] = [];
   const made: Locks[] = [];
+  const clientOf = new Map<Locks, Redis>();
   return {
     name: 'redis compat timestamp via ioredis',
     locks: (settings) => {
@@ -170,6 +244,7 @@ export async function compatHarness(server: RedisServer): Promise<BackendHarness
       clients.push(client);
       const locks = createLocks({ ...settings, compat: 'timestamp', redis: client });
       made.push(locks);
+      clientOf.set(locks, client);
       return locks;
     },
     forceDelete: async (prefix, name) => {
@@ -177,6 +252,8 @@ export async function compatHarness(server: RedisServer): Promise<BackendHarness
     },
     queued: (prefix, name) => raw.zcard(lockKeys(prefix, name).queue),
     semaphoreQueued: async () => 0,
+    stall: (ms, behind) => pauseWrites(behind ? clientOf.get(behind)! : raw, ms),
+    caughtUp: () => writeBarrier(raw),
     close: async () => {
       await Promise.all(made.map((l) => l.close()));
       await Promise.all(clients.map((c) => c.quit()));
@@ -208,6 +285,7 @@ export function redlockHarness(servers: readonly RedisServer[]): BackendHarness 
   const raws = servers.map(rawClient);
   const made: Locks[] = [];
   const clients: Redis[] = [];
+  const nodesOf = new Map<Locks, Redis[]>();
   return {
     name: `redlock over ${servers.length} servers`,
     locks: (settings) => {
@@ -219,7 +297,15 @@ export function redlockHarness(servers: readonly RedisServer[]): BackendHarness 
       });
       const locks = createLocks({ ...settings, redlock: nodes });
       made.push(locks);
+      nodesOf.set(locks, nodes);
       return locks;
+    },
+    // Every node: a Redlock whose majority answers is not slow.
+    stall: async (ms, behind) => {
+      await Promise.all((behind ? nodesOf.get(behind)! : raws).map((node) => pauseWrites(node, ms)));
+    },
+    caughtUp: async () => {
+      await Promise.all(raws.map(writeBarrier));
     },
     forceDelete: async (prefix, lock) => {
       await Promise.all(raws.map((raw) => raw.del(lockKeys(prefix, lock).lock)));

@@ -4,11 +4,12 @@
  * hand, as Sentinel would: the primary is killed and the replica promoted with REPLICAOF NO ONE.
  */
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createLocks, InvalidOptionError, ReplicationError, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { rawClient, uniquePrefix, managerOver } from '../helpers/harness.js';
+import { rawClient, uniquePrefix, managerOver, replicatedHarness } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { giveUpContract } from '../contract/give-up-contract.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -162,4 +163,28 @@ describe('replica acknowledgement', () => {
       client.disconnect();
     }
   });
+});
+
+describe('give-up contract: replica acknowledgement (wake mode on one Redis)', () => {
+  // Its own pair for the whole contract: the tests above add theirs to `cleanup`, which runs after each test.
+  const servers: RedisServer[] = [];
+  afterAll(async () => Promise.all(servers.map((s) => s.stop())));
+  giveUpContract(
+    async () => {
+      const primary = await RedisServer.start({ args: ['--repl-diskless-sync-delay', '0'] });
+      servers.push(primary);
+      const replica = await RedisServer.start({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+      servers.push(replica);
+      const replicaRaw = rawClient(replica);
+      replicaRaw.on('error', () => {});
+      try {
+        await until(async () => /master_link_status:up/.test(await replicaRaw.info('replication')), 'the replica to sync');
+      } finally {
+        replicaRaw.disconnect();
+      }
+      return replicatedHarness(primary, 1);
+    },
+    // A release frees the lock and wakes the next waiter, whose own acquire (and WAIT) takes it.
+    { semaphores: true, stalls: true },
+  );
 });
