@@ -8,7 +8,8 @@
 //   free pair    acquire.lua on a free lock + release.lua freeing it, against the smallest fenced
 //                lock (SET NX PX and INCR in one script, then compare-and-delete), per pair
 //   Redlock node free pair  what one node of a Redlock runs per acquire+release: acquire.lua with
-//                a fence floor + wake-release.lua, per pair
+//                a fence floor + wake-release.lua, per pair; the floor is what the Redlock backend
+//                offers when it took the lock last (the last fence + 1), its steady state
 // ACQUIRE_LUA / RELEASE_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
 // (e.g. from git show; it must take the same keys and arguments).
 // Usage: node bench/script-cost.mjs
@@ -27,6 +28,7 @@ const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LU
 const WAKE_RELEASE = process.env.WAKE_RELEASE_LUA ? fs.readFileSync(process.env.WAKE_RELEASE_LUA, 'utf8') : source('../src/lua/wake-release.lua');
 const RETENTION = String(24 * 60 * 60 * 1000);
 const FENCE_TTL = String(10_000 + 24 * 60 * 60 * 1000); // the lease's ttl + the counter's retention
+const COUNTER_START = 1_700_000_000_000_000; // a fence counter in µs, as a node's clock seeds it
 const token = (i) => i.toString(16).padStart(32, '0');
 const k = '{k}';
 const keys = [k, `${k}:fence`, `${k}:queue`, `${k}:alive`];
@@ -85,10 +87,11 @@ try {
       ),
     'Redlock node free pair: latchkey acquire.lua (floor) + wake-release.lua': () =>
       measure(
-        async () => {},
+        // One lock taken and released again and again by one caller, as in bench/quorum.mjs: its
+        // counter exists, and the floor offered is the fence the node issues (the last one + 1).
+        () => client.set(`${k}:fence`, String(COUNTER_START), 'PX', FENCE_TTL),
         (p, j) => {
-          // One lock taken and released again and again, as in bench/quorum.mjs: its counter exists.
-          const floor = String(Math.floor((performance.timeOrigin + performance.now()) * 1000));
+          const floor = String(COUNTER_START + j + 1);
           p.evalsha(sha.ACQUIRE, 2, k, `${k}:fence`, token(j), '10000', FENCE_TTL, floor);
           p.evalsha(sha.WAKE_RELEASE, 4, k, `${k}:queue`, `${k}:alive`, `${k}:holder`, token(j), 'p:');
         },

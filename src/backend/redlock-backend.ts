@@ -62,6 +62,9 @@ const MAX_QUEUED_TO_HUNG = 1000;
 /** How often a hung node is asked again although its earlier request is still unanswered, ms. */
 const PROBE_EVERY = 1000;
 
+/** How many locks' last fences a Redlock backend keeps as floors for their next acquire (see `seen` in redlockBackend). */
+const FENCES_KEPT = 1024;
+
 /** Longest split-vote back-off, ms: contenders that split the nodes between them retry at random times in [0, this]. */
 const SPLIT_JITTER = 20;
 /** After node errors: retry in [ERROR_DELAY, 3 * ERROR_DELAY] ms, not at once (the node may be restarting). */
@@ -87,7 +90,8 @@ function retryAfter(outcome: QuorumOutcome): { retryAfter?: number } {
  * Fences: each node counts its own. An acquire that won a majority takes the highest fence among
  * its voters and raises the other voters' counters to it before the lease is handed out, so any
  * later majority (which shares a node with this one) issues a higher fence. Every node is offered
- * the same floor (the caller's clock in µs), so when the voters' counters agree, which is the
+ * the same floor, the highest fence this backend has seen issued for the lock plus 1 (never a
+ * clock of this machine: see acquire.lua), so when the voters' counters agree, which is the
  * steady state, they all issue the same fence, a majority is already at it, and the raise
  * sends nothing: an acquire is one round trip, as on one Redis.
  */
@@ -142,6 +146,28 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     if (attempt !== undefined && attempt > 0) sent!.last[index] = -attempt;
   };
   let attempts = 0;
+  /**
+   * Per lock (its fence key), the highest fence a node issued to this backend for it: won or not,
+   * on time or late. The next acquire offers one more as the floor (see acquire.lua). When this
+   * backend took the lock last, that is each node's next fence (its counter + 1) and a node
+   * writes its counter once; a node whose counter is behind (it missed acquires, or issued its
+   * own clock to the lock's first acquire while a later straggler issued a higher one) is lifted
+   * to it, so the counters come to agree without a raise. After another caller's acquires the
+   * nodes issue their counter + 1. Every value here was issued by a node, so no clock of this
+   * machine reaches a fence. Bounded: past FENCES_KEPT locks the oldest goes, and its next
+   * acquire offers 0 (no floor).
+   */
+  const seen = new Map<string, number>();
+  const floorFor = (keys: LockKeys): number => {
+    const fence = seen.get(keys.fence);
+    return fence === undefined ? 0 : fence + 1;
+  };
+  const saw = (keys: LockKeys, fence: number): void => {
+    const before = seen.get(keys.fence);
+    if (before !== undefined && before >= fence) return;
+    if (before === undefined && seen.size >= FENCES_KEPT) seen.delete(seen.keys().next().value!);
+    seen.set(keys.fence, fence);
+  };
   /** Per token, the nodes that confirmed a release that ended in a QuorumError: a retry counts them. */
   const releasedOn = new Map<string, Set<number>>();
 
@@ -321,7 +347,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       // One call for every node, built once: the same keys and arguments, so every node is
       // offered the same fence floor, the voters whose counters agree issue equal fences, and
       // the raise below costs no round trip.
-      const call = acquireCall(keys, token, ttl, queue, clockMicros());
+      const call = acquireCall(keys, token, ttl, queue, floorFor(keys));
       const answers = await each(
         timeoutFor(ttl),
         'skip',
@@ -333,6 +359,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         },
         (reply) => reply.acquired,
         (index, reply) => {
+          if (reply.acquired) saw(keys, reply.fence); // a straggler's counter, often the highest after a lock's first acquire
           const keep = decided === 'pending' || (decided === 'won' && isLive(token));
           if (!reply.acquired || keep) return;
           const last = sent.last[index];
@@ -349,6 +376,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       if (agreed !== undefined) {
         decided = 'won';
         remember(token, ttl);
+        saw(keys, agreed);
         return { acquired: true, fence: agreed };
       }
       const fences: (number | undefined)[] = [];
@@ -364,9 +392,11 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         return { node, vote: 'against', ttl: a.value.ttl };
       });
       const outcome = tally('acquire', quorum, votes);
+      // The highest fence issued, won or not: the next attempt's floor lifts the nodes below it.
+      const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
+      if (outcome.for > 0) saw(keys, fence);
       if (outcome.for >= quorum) {
         // Won, but fewer than a majority issued the highest fence (agreedFence above): the others are raised to it.
-        const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
         if (await raise(keys, fences, fence, ttl)) {
           decided = 'won';
           remember(token, ttl);
@@ -492,16 +522,6 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       await Promise.all(nodes.map((node) => node.close().catch(() => {})));
     },
   };
-}
-
-/**
- * The caller's clock in microseconds since the epoch, offered to the nodes as the fence floor:
- * finer than Date.now() * 1000, so that a lock taken again within the same millisecond still
- * proposes a floor above the last fence, and acquire.lua writes the counter once, not twice.
- * (Monotonic within the process; below 2^53 for another 250 years.)
- */
-function clockMicros(): number {
-  return Math.floor((performance.timeOrigin + performance.now()) * 1000);
 }
 
 /** A fenced resource lives on one Redis, not on a quorum. */

@@ -16,8 +16,10 @@
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
   ARGV[3]  fence ttl   how long the fence counter lives: the lease's ttl plus how long the
                        counter outlives it, milliseconds
-  ARGV[4]  floor       "" on a single Redis; on a Redlock node, the caller's proposed fence (its
-                       clock in microseconds): see Returns
+  ARGV[4]  floor       "" on a single Redis; on a Redlock node, the caller's guess of the next
+                       fence, an integer: the highest fence it has seen a node issue for this lock,
+                       plus 1 (0 when it has seen none). See Returns: it is a hint, bounded by the
+                       server's clock, never a clock of the caller's
   ARGV[5]? waiter      "<inbox>:<id>" to queue under when the lock is busy; absent: not queued
   ARGV[6]? entry ttl   how long a queue entry lives without another attempt, milliseconds
 
@@ -30,10 +32,25 @@
                 the common reply is the cheapest one). fence = max(last fence + 1, server TIME
                 in microseconds): it grows strictly on this server, and stays above earlier
                 fences when the counter was lost (restart without persistence, failover),
-                unless the server clock went back past the last fence. With a floor, fence =
-                max(last fence + 1, floor) while the counter exists (max(TIME, floor) when it
-                does not): the nodes of a Redlock majority whose counters agree then issue the
-                same fence, and the caller needs no second round trip to raise the lower ones.
+                unless the server clock went back past the last fence.
+                With a floor (a Redlock node), fence = max(last fence + 1, floor), except that a
+                floor above the server's TIME counts as none, and fence = TIME when there is no
+                counter, whatever the floor. So a fence is never above max(last fence + 1, TIME):
+                every fence is some server's clock reading plus at most one per acquire since,
+                and a node that restarts empty issues its own TIME, which is above the fences
+                issued before unless its clock is behind the one they came from (by more than
+                the time since). No caller's clock, nor any floor, can push a counter past the
+                servers' clocks.
+                What the floor is for: the voters of a Redlock majority must issue one fence, or
+                the caller needs a second round trip to raise the lower counters
+                (raise-fence.lua). Counters that agree at `last` issue last + 1 for a floor at
+                or below it, and the floor for one above it that no voter's clock trails: the
+                same fence either way. The caller offers the highest fence it has seen plus 1
+                (itself a server's clock plus acquires), so a lock taken again by its last
+                holder has the floor as its fence: the counter is written once and no clock is
+                read. TIME is read only when the floor would raise the fence past last + 1, or
+                there is no counter. (The caller's clock as the floor needed no TIME here, but
+                let a caller whose clock ran ahead push every counter past every server clock.)
                 The caller's queue entry, if any, is removed.
                 If the lock already holds ARGV[1] (a retried or replayed acquire, or a grant by
                 a release whose message has not arrived yet), the lease is refreshed to ttl and
@@ -60,7 +77,8 @@ if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
   -- GET). Numbers are passed to Redis with %.17g: exact for integers below 2^53. The counter is
   -- written again in the rare cases where the value written was not the fence: the previous one
   -- was not below it (more than one fence in a µs, a clock that went back, a floor behind the
-  -- counter), or there was no counter and the floor was behind the server clock.
+  -- counter), a floor above both last + 1 and the server clock, or a floor and no counter (the
+  -- fence is then the server clock).
   local fence = floor or serverTime()
   local previous = redis.pcall('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
   if type(previous) == 'table' and previous.err then
@@ -73,10 +91,13 @@ if redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then
   local again = false
   if previous and previous >= fence then
     fence, again = previous + 1, true
-  elseif floor and not previous then
+  elseif floor and previous ~= fence - 1 then
+    -- The floor would be a jump past last + 1, or there is no counter: the server clock decides.
     local now = serverTime()
-    if now > fence then
-      fence, again = now, true
+    if not previous then
+      fence, again = now, now ~= fence
+    elseif fence > now then
+      fence, again = previous + 1, true
     end
   end
   if again then
@@ -95,11 +116,8 @@ if current == token then
   if last then
     return last
   end
-  -- The counter expired or was evicted during a long hold: a new fence, above the clock.
+  -- The counter expired or was evicted during a long hold: a new fence, the server clock.
   local fence = serverTime()
-  if floor and floor > fence then
-    fence = floor
-  end
   redis.call('SET', fenceKey, fence, 'PX', fenceTtl)
   return fence
 end

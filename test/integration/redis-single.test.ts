@@ -208,31 +208,81 @@ describe('the acquire script', () => {
     expect(afterLoss).toBeGreaterThan(first as number);
   });
 
-  it("with a Redlock floor issues max(last fence + 1, floor), and never a fence below the server's clock when there is no counter", async () => {
+  it("with a Redlock floor issues max(last fence + 1, floor), a floor above the server's clock counting as none, and the server's clock when there is no counter", async () => {
     const prefix = uniquePrefix();
     const keys = lockKeys(prefix, 'floor');
     const client = adaptClient(redis.raw);
     const all = [keys.lock, keys.fence];
+    const serverNow = async (): Promise<number> => {
+      const [seconds, micros] = await redis.raw.time();
+      return Number(seconds) * 1e6 + Number(micros);
+    };
+    /** Takes and releases the lock with `floor` (the counter stays), checking the bound every fence keeps. */
     const take = async (token: string, floor: number): Promise<number> => {
+      const last = Number((await redis.raw.get(keys.fence)) ?? 0);
       const fence = (await runScript(client, acquireScript, all, [token, '5000', '6000', String(floor)])) as number;
-      await redis.raw.del(keys.lock); // released (the counter stays)
+      await redis.raw.del(keys.lock);
+      expect(Number(await redis.raw.get(keys.fence))).toBe(fence); // the counter is at the fence
+      expect(fence).toBeLessThanOrEqual(Math.max(last + 1, await serverNow())); // never above max(last + 1, TIME)
       return fence;
     };
-    const [seconds, micros] = await redis.raw.time();
-    const serverNow = Number(seconds) * 1e6 + Number(micros);
-    // No counter, a floor far behind the server's clock: the clock.
+    const hour = 3_600_000_000;
+    // No counter: the server's clock, whether the floor is behind it or an hour ahead of it.
+    const before = await serverNow();
     const fromClock = await take('t1', 1);
-    expect(fromClock).toBeGreaterThanOrEqual(serverNow);
-    // A counter, a floor behind it: the counter + 1.
-    expect(await take('t2', 1)).toBe(fromClock + 1);
-    // A floor ahead of the counter: the floor, and the counter is at it.
-    const ahead = fromClock + 5_000_000;
-    expect(await take('t3', ahead)).toBe(ahead);
-    expect(Number(await redis.raw.get(keys.fence))).toBe(ahead);
-    // No counter, a floor ahead of the clock: the floor.
+    expect(fromClock).toBeGreaterThanOrEqual(before);
     await redis.raw.del(keys.fence);
-    const farAhead = ahead + 5_000_000;
-    expect(await take('t4', farAhead)).toBe(farAhead);
+    expect(await take('t2', (await serverNow()) + hour)).toBeLessThan(before + hour);
+    // A counter, a floor at or behind it (0: no guess): the counter + 1.
+    const counter = (await serverNow()) - 10_000_000; // ten seconds behind the clock
+    await redis.raw.set(keys.fence, String(counter));
+    expect(await take('t3', 0)).toBe(counter + 1);
+    expect(await take('t4', counter)).toBe(counter + 2);
+    // The floor that guesses right (the counter + 1): the floor.
+    expect(await take('t5', counter + 3)).toBe(counter + 3);
+    // A floor ahead of the counter and behind the server's clock: the floor.
+    const ahead = counter + 5_000_000;
+    expect(await take('t6', ahead)).toBe(ahead);
+    // A floor ahead of the server's clock (a caller's clock an hour fast): not honoured, the counter + 1.
+    expect(await take('t7', (await serverNow()) + hour)).toBe(ahead + 1);
+    // A replayed acquire whose counter was lost during the hold: the server's clock, not the floor.
+    await runScript(client, acquireScript, all, ['t8', '5000', '6000', '0']);
+    await redis.raw.del(keys.fence);
+    const replayedAt = await serverNow();
+    const replayed = (await runScript(client, acquireScript, all, ['t8', '5000', '6000', String(replayedAt + hour)])) as number;
+    expect(replayed).toBeGreaterThanOrEqual(replayedAt);
+    expect(replayed).toBeLessThanOrEqual(await serverNow());
+  });
+
+  it('on a Redlock node, a free acquire whose floor is the counter + 1 makes two calls and reads no clock', async () => {
+    // A server of its own, so that no other connection's commands are counted.
+    const server = await RedisServer.start();
+    const raw = rawClient(server);
+    try {
+      const keys = lockKeys(uniquePrefix(), 'two-calls');
+      const client = adaptClient(raw);
+      const all = [keys.lock, keys.fence];
+      const counter = 1_700_000_000_000_000;
+      await raw.set(keys.fence, String(counter));
+      /** Calls of each command so far, scripts' inner calls included (INFO commandstats). */
+      const calls = async (): Promise<Record<string, number>> => {
+        const stats = await raw.info('commandstats');
+        return Object.fromEntries([...stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+      };
+      // The script is loaded by a first call, so that what is counted is one call alone.
+      expect(await runScript(client, acquireScript, all, ['t1', '5000', '6000', String(counter + 1)])).toBe(counter + 1);
+      await raw.del(keys.lock);
+      const before = await calls();
+      expect(await runScript(client, acquireScript, all, ['t2', '5000', '6000', String(counter + 2)])).toBe(counter + 2);
+      const after = await calls();
+      const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
+      expect(delta('set')).toBe(2); // SET lock NX PX, SET counter PX GET
+      expect(delta('time')).toBe(0);
+      expect(delta('get')).toBe(0);
+    } finally {
+      raw.disconnect();
+      await server.stop();
+    }
   });
 });
 
