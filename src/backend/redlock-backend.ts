@@ -377,6 +377,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         decided = 'won';
         remember(token, ttl);
         saw(keys, agreed);
+        if (queue) leaveWhere(nodes, keys, token, queue.member, answers);
         return { acquired: true, fence: agreed };
       }
       const fences: (number | undefined)[] = [];
@@ -400,6 +401,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         if (await raise(keys, fences, fence, ttl)) {
           decided = 'won';
           remember(token, ttl);
+          if (queue) leaveWhere(nodes, keys, token, queue.member, answers);
           return { acquired: true, fence };
         }
       }
@@ -535,6 +537,19 @@ function onOneRedis(operation: string): UnsupportedError {
 const isOk = (reply: OwnershipReply | ReleaseReply): boolean => reply === 'ok' || typeof reply === 'object';
 
 /** The fence a majority of the nodes issued when it is also the highest any node issued (the counters agree), else undefined. */
+/**
+ * A won acquire that queued: the nodes that did not vote for it (busy, or a straggler whose reply
+ * is still to come) keep the waiter's queue entry, which would hand their next wake-up to a waiter
+ * that is gone. Each is sent a leave, behind the acquire on the same connection. Hung nodes were
+ * sent nothing.
+ */
+function leaveWhere(nodes: readonly RedisBackend[], keys: LockKeys, token: string, member: string, answers: readonly Answer<AcquireReply>[]): void {
+  answers.forEach((a, i) => {
+    if (a.ok ? a.value.acquired : a.error instanceof NodeHungError) return;
+    nodes[i]!.leave(keys, member, token).catch(() => {});
+  });
+}
+
 function agreedFence(answers: readonly Answer<AcquireReply>[], quorum: number): number | undefined {
   let highest = -Infinity;
   for (const a of answers) if (a.ok && a.value.acquired && a.value.fence > highest) highest = a.value.fence;

@@ -246,7 +246,10 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
     );
   });
 
-  describe('a caller of a semaphore, fair lock or read-write lock that gives up during an attempt leaves nothing behind', () => {
+  // Registered only where semaphores exist: an empty describe fails in vitest.
+  const describeIf = (capable: boolean) => (capable ? describe : (_name: string, _fn: () => void): void => undefined);
+
+  describeIf(can.semaphores)('a caller of a semaphore, fair lock or read-write lock that gives up during an attempt leaves nothing behind', () => {
     for (const kind of PERMIT_KINDS) {
       const what = KIND_NAMES[kind];
 
