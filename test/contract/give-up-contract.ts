@@ -331,11 +331,13 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
           // does not queue, and the next one, sent once the inbox listens, is the first that does.
           const [holding, gaveUp] = [locks(), locks()];
           const holder = await permitsOf(holding, kind, name)({ ttl: 10_000 });
-          const wait = 300;
+          // Long enough for the inbox to open on a loaded machine (its new connection, its ready
+          // check, its subscription), so that a second attempt is made before the deadline.
+          const wait = 800;
           const { ended } = ending(() => permitsOf(gaveUp, kind, name)({ wait, ttl: 10_000 }));
           // Behind the first attempt on gaveUp's own connection: that one is answered (busy, not
-          // queued); the subscription passes; the attempt that queues is held until the deadline.
-          await stall(STALL, gaveUp);
+          // queued); the subscription passes; the attempt that queues is held past the deadline.
+          await stall(2 * wait, gaveUp);
           const { error, after } = await ended;
           await giveBack(error);
           expect(error).toBeInstanceOf(LockTimeoutError);
