@@ -3,9 +3,9 @@ import { undecided } from './backend/quorum.js';
 import { now, validUntil } from './clock.js';
 import { LockAbortedError, LockTimeoutError, QuorumError } from './errors.js';
 import type { LockKeys } from './keys.js';
-import type { Lease } from './lease/lease.js';
+import { Lease } from './lease/lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
-import { newLease, type ManagerContext } from './manager/context.js';
+import type { ManagerContext } from './manager/context.js';
 import type { CallSettings } from './manager/settings.js';
 import type { AcquireTrace } from './observe/observer.js';
 import { attempt } from './wait/attempt.js';
@@ -255,7 +255,8 @@ export class LockWaits {
 
   #lease(queue: KeyQueue, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined, replicated: boolean | undefined): Lease {
     const ctx = this.#ctx;
-    const lease = newLease(ctx, keys, token, fence, ttl, sentAt, renew, replicated);
+    const lease = new Lease(ctx.leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
+    ctx.held.add(lease);
     queue.holder = lease;
     // Its expiry must be seen the moment it comes when a watchdog runs or callers of this process
     // wait behind it (they get the lock when it ends). This may end it at once, through onEnd.

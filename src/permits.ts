@@ -1,9 +1,9 @@
 import { now, validUntil } from './clock.js';
 import { InvalidOptionError, LockAbortedError, UnsupportedError } from './errors.js';
 import { semaphoreKeys, type LockKeys, type SemaphoreKind } from './keys.js';
-import type { Lease } from './lease/lease.js';
+import { Lease } from './lease/lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
-import { newLease, type ManagerContext } from './manager/context.js';
+import type { ManagerContext } from './manager/context.js';
 import { runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount } from './manager/settings.js';
 import type { AcquireTrace } from './observe/observer.js';
@@ -131,7 +131,8 @@ export class Permits {
 
   #lease(keys: LockKeys, token: string, ttl: number, renew: RenewOptions | undefined, grant: Grant): Lease {
     const ctx = this.#ctx;
-    const lease = newLease(ctx, keys, token, grant.fence, ttl, grant.sentAt, renew, grant.replicated);
+    const lease = new Lease(ctx.leaseContext, keys, token, grant.fence, ttl, grant.sentAt, renew, grant.replicated);
+    ctx.held.add(lease);
     if (renew) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});
     return lease;

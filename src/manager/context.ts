@@ -1,6 +1,5 @@
-import type { KeysCache, LockKeys } from '../keys.js';
-import { Lease, type LeaseContext } from '../lease/lease.js';
-import type { RenewOptions } from '../lease/watchdog.js';
+import type { KeysCache } from '../keys.js';
+import type { Lease, LeaseContext } from '../lease/lease.js';
 import type { Observer } from '../observe/observer.js';
 import type { TokenSource } from '../token.js';
 import type { WaitContext } from '../wait/waiter.js';
@@ -22,23 +21,4 @@ export interface ManagerContext extends WaitContext {
   assertOpen(): void;
   /** A new waiter's member name, `<managerId>:<n>`: its name in the backend's queue and the inbox. */
   nextMember(): string;
-}
-
-/**
- * A new lease of the manager, registered in `held`. A lease made after `close()` (its acquire was
- * in flight) is released at once; the caller still gets it, already ended.
- */
-export function newLease(
-  ctx: ManagerContext,
-  keys: LockKeys,
-  token: string,
-  fence: number,
-  ttl: number,
-  sentAt: number,
-  renew: RenewOptions | undefined,
-  replicated: boolean | undefined,
-): Lease {
-  const lease = new Lease(ctx.leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
-  ctx.held.add(lease);
-  return lease;
 }

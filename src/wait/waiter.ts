@@ -43,19 +43,7 @@ export interface Grant {
 export type WaiterState = 'queued' | 'active' | 'done';
 
 /** What the caller decides about a wait. */
-export interface WaiterSpec {
-  readonly keys: LockKeys;
-  /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
-  readonly member: string;
-  readonly token: string;
-  readonly ttl: number;
-  readonly renew: RenewOptions | undefined;
-  readonly strategy: WaitStrategyName;
-  /** Monotonic ms. */
-  readonly started: number;
-  readonly deadline: number;
-  readonly state: WaiterState;
-}
+export type WaiterSpec = Pick<Waiter, 'keys' | 'member' | 'token' | 'ttl' | 'renew' | 'strategy' | 'started' | 'deadline' | 'state'>;
 
 /**
  * One call waiting for a lock or for permits: a small state machine with one exit
@@ -66,11 +54,13 @@ export interface WaiterSpec {
  */
 export class Waiter implements Listener, AttemptLimit {
   readonly keys: LockKeys;
+  /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
   readonly member: string;
   readonly token: string;
   readonly ttl: number;
   readonly renew: RenewOptions | undefined;
   readonly strategy: WaitStrategyName;
+  /** Monotonic ms. */
   readonly started: number;
   readonly deadline: number;
   state: WaiterState;
