@@ -15,6 +15,7 @@ export type LockErrorCode =
   | 'WRONG_TYPE'
   | 'STALE_FENCE'
   | 'SUPPRESSED'
+  | 'UPGRADE_DEADLOCK'
   | 'CLOSED'
   | 'QUORUM'
   | 'NOT_REPLICATED'
@@ -251,6 +252,26 @@ export class LockSuppressedError extends LockError {
     this.name = 'LockSuppressedError';
     this.error = error;
     this.suppressed = suppressed;
+  }
+}
+
+/**
+ * A write of a read-write lock asked for inside a reentrant read scope of that lock (manager
+ * option `reentrant`, same manager and async context). It would wait for the read lease its own
+ * caller holds, which cannot end while it waits: a read lease is never upgraded. End the read
+ * first, or take the write lease from the start (reads inside a write scope join it).
+ */
+export class UpgradeDeadlockError extends LockError {
+  /** The read-write lock's name. */
+  readonly key: string;
+  constructor(key: string) {
+    super(
+      'UPGRADE_DEADLOCK',
+      `A write of read-write lock "${key}" was asked for inside a read scope of the same lock: it would wait for that read, which cannot ` +
+        'end while it waits (a read lease is never upgraded). End the read first, or take the write lease from the start.',
+    );
+    this.name = 'UpgradeDeadlockError';
+    this.key = key;
   }
 }
 

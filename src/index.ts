@@ -46,6 +46,7 @@ export {
   QuorumError,
   ReplicationError,
   UnsupportedError,
+  UpgradeDeadlockError,
 } from './errors.js';
 export type { NodeVote, QuorumOutcome } from './backend/quorum.js';
 export type { LockErrorCode, LeaseLostReason } from './errors.js';

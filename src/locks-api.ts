@@ -54,7 +54,9 @@ export interface Locks {
    * deadlock; on one Redis (not Cluster, not with `replication`) a first attempt takes them all
    * in one script when all are free. When a key cannot be had (timeout, abort, error) the keys
    * already taken are released before the call rejects, as {@link Locks.acquire} would. `keys`
-   * must be a non-empty array of distinct names.
+   * must be a non-empty array of distinct names. With `reentrant`, a key that a scope of this
+   * context holds is joined (a reentrant handle, as `acquire` gives) and the others are taken;
+   * a key whose scope lease was lost rejects the call with its `LeaseLostError`, taking nothing.
    */
   acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLease>;
   /**
@@ -65,6 +67,9 @@ export interface Locks {
   /**
    * Runs `fn` while holding every lock of `keys` (renewed by default), and releases them all when
    * it returns or throws; rejects with `LeaseLostError` when any part was lost before the release.
+   * With `reentrant`, `fn` runs in a scope for each key taken (a reentrant call of one of them
+   * inside joins its part), and keys that scopes of the caller's context hold are joined, as
+   * `acquireAll` joins them.
    */
   withLocks<T>(keys: readonly string[], fn: (lease: MultiLease) => Promise<T> | T): Promise<T>;
   withLocks<T>(keys: readonly string[], options: AcquireOptions, fn: (lease: MultiLease) => Promise<T> | T): Promise<T>;
@@ -101,7 +106,9 @@ export interface Locks {
    * A read-write lock named `name`: many readers at once, or one writer. Waiters are served first
    * come, first served across processes, so a waiting writer holds back the readers that come
    * after it (a stream of readers cannot starve it), and the readers queued behind a writer go in
-   * together when it releases. Each read or write is a Lease. Not over Redlock.
+   * together when it releases. Each read or write is a Lease. Not over Redlock. With
+   * `reentrant`, `withRead` and `withWrite` open scopes that nested reads (and, in a write scope,
+   * writes) join; a write inside a read scope is refused with `UpgradeDeadlockError`.
    */
   readWriteLock(name: string, options?: ReadWriteLockOptions): ReadWriteLock;
   /**

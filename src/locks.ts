@@ -125,7 +125,8 @@ class LockManager implements Locks {
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
     if (!isReentrant(this.#ctx.settings, options)) return runHolding(await this.acquire(key, { renew: true, ...options }), fn);
     this.#assertOpen();
-    return this.#reentrancy.withLock(checkKey(key), options, fn, (name, o) => this.acquire(name, o));
+    const name = checkKey(key);
+    return this.#reentrancy.withLock(name, options, fn, (o) => this.acquire(name, o));
   }
 
   acquireAll(keys: readonly string[], options?: AcquireOptions): Promise<MultiLease> {
@@ -138,7 +139,10 @@ class LockManager implements Locks {
 
   async withLocks<T>(keys: readonly string[], optionsOrFn: AcquireOptions | ((lease: MultiLease) => Promise<T> | T), maybeFn?: (lease: MultiLease) => Promise<T> | T): Promise<T> {
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the locks are held');
-    return runHolding(await this.acquireAll(keys, { renew: true, ...options }), fn);
+    // Renewed by default; a reentrant call opens a scope for each key it takes.
+    const take = (o: AcquireOptions | undefined): Promise<MultiLease> => acquireAll(this.#multi(), keys, o, false, true) as Promise<MultiLease>;
+    if (!isReentrant(this.#ctx.settings, options)) return runHolding(await take(options), fn);
+    return this.#reentrancy.withLocks(options, fn, take);
   }
 
   async fencedWrite(resource: string, value: string, fence: number | Lease): Promise<void> {
@@ -198,7 +202,7 @@ class LockManager implements Locks {
     const rwName = checkKey(name, 'name');
     const o = checkOptions<ReadWriteLockOptions>(options, READ_WRITE_LOCK_OPTIONS, 'options');
     // Readers take one permit, a writer all of them; the queue is first come, first served.
-    return readWriteLockOver(this.#permits.semaphore(rwName, MAX_PERMITS, 'rw', o));
+    return readWriteLockOver(this.#permits.semaphore(rwName, MAX_PERMITS, 'rw', o), this.#reentrancy, this.#ctx.settings);
   }
 
   fairLock(name: string, options?: FairLockOptions): FairLock {
@@ -256,6 +260,7 @@ class LockManager implements Locks {
       locks: this.#locks,
       acquire: (name: string, o: AcquireOptions) => this.acquire(name, o),
       tryAcquire: (name: string, o: AcquireOptions) => this.tryAcquire(name, o),
+      join: (names: readonly string[], o: AcquireOptions) => (isReentrant(this.#ctx.settings, o) ? this.#reentrancy.joinAll(names, o) : new Map()),
     };
   }
 }

@@ -4,32 +4,64 @@ import type { Lease } from './lease/lease.js';
 import type { RenewOptions } from './lease/watchdog.js';
 import type { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
-import { callSettings } from './manager/settings.js';
+import { callSettings, type CallSettings } from './manager/settings.js';
 import { MultiLease } from './multi-lease.js';
 import { ACQUIRE_OPTIONS, type AcquireOptions } from './options.js';
 import { checkKey, checkOptions } from './validate.js';
 
-/** What taking several locks needs from the manager: its per-key calls (observed, reentrant) and its locks' queues. */
+/** What taking several locks needs from the manager: its per-key calls (observed), its locks' queues, and its reentrant scopes. */
 export interface MultiAcquireContext {
   readonly ctx: ManagerContext;
   readonly locks: LockWaits;
   acquire(name: string, options: AcquireOptions): Promise<Lease>;
   tryAcquire(name: string, options: AcquireOptions): Promise<Lease | null>;
+  /**
+   * The holds a reentrant call takes, by name, on the scopes of its context that hold some of
+   * `names` (they are not acquired again); throws when a scope refuses (its lease was lost). Empty
+   * for a call that is not reentrant.
+   */
+  join(names: readonly string[], options: AcquireOptions): ReadonlyMap<string, Lease>;
 }
 
 /**
- * Takes every key of `names`, all or nothing. First, when the backend can and no caller of this
- * process holds or waits for any of them, one atomic attempt for all ({@link acquireAtOnce}). Then
- * the ordered path: each key in the global order with the per-key machinery (local queues, the
- * backend's queue, notifications); on any failure, or an abort after the last key, the keys taken
- * so far are released.
+ * Takes every key of `names`, all or nothing. A reentrant call first joins the keys that scopes
+ * of its context hold (`join`). The others: first, when the backend can and no caller of this
+ * process holds or waits for any of them, one atomic attempt for all ({@link acquireAtOnce}).
+ * Then the ordered path: each key in the global order with the per-key machinery (local queues,
+ * the backend's queue, notifications); on any failure, or an abort after the last key, the keys
+ * taken (and joined) so far are released. `renewByDefault` (withLocks): the parts taken are
+ * renewed unless the caller says otherwise; unlike the caller's own `renew`, this is no request
+ * a joined scope has to meet.
  */
-export async function acquireAll(m: MultiAcquireContext, names: unknown, options: AcquireOptions | undefined, once: boolean): Promise<MultiLease | null> {
+export async function acquireAll(m: MultiAcquireContext, names: unknown, options: AcquireOptions | undefined, once: boolean, renewByDefault = false): Promise<MultiLease | null> {
   m.ctx.assertOpen();
   const sorted = checkKeySet(names);
   const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
-  const { ttl, wait, signal, strategy, renew } = callSettings(m.ctx.settings, o, once);
-  signal?.throwIfAborted();
+  const call = callSettings(m.ctx.settings, renewByDefault && o.renew === undefined ? { ...o, renew: true } : o, once);
+  call.signal?.throwIfAborted();
+  const joined = m.join(sorted, o);
+  const rest = sorted.filter((name) => !joined.has(name));
+  let taken: Lease[] | null;
+  try {
+    taken = rest.length === 0 ? [] : await takeAll(m, rest, call, once);
+  } catch (error) {
+    await releaseAll([...joined.values()]);
+    throw error;
+  }
+  const parts = new Map([...joined, ...(taken ?? []).map((part) => [part.key, part] as const)]);
+  const lost = [...joined.values()].find((part) => part.state === 'lost');
+  if (!taken || lost) {
+    // Not all could be had, or a scope's lease was lost while the others were taken: its loss.
+    await releaseAll([...parts.values()]);
+    if (lost) throw lost.lostError;
+    return null;
+  }
+  return new MultiLease(sorted.map((name) => parts.get(name)!), call.ttl);
+}
+
+/** Takes every key of `names` (none held by a scope of the caller): at once when they are free, else one by one in the global order. */
+async function takeAll(m: MultiAcquireContext, sorted: readonly string[], call: CallSettings, once: boolean): Promise<Lease[] | null> {
+  const { ttl, wait, signal, strategy, renew } = call;
   const started = now();
   const deadline = started + wait;
 
@@ -38,10 +70,11 @@ export async function acquireAll(m: MultiAcquireContext, names: unknown, options
     await releaseAll(atOnce ?? []);
     throw signal.reason;
   }
-  if (atOnce) return new MultiLease(atOnce, ttl);
+  if (atOnce) return atOnce;
   if (atOnce === null && once) return null;
 
-  const part: AcquireOptions = { ttl, strategy, renew: renew ?? false, ...(signal ? { signal } : {}) };
+  // The scopes were decided by the caller (`join`): each part is a plain acquire.
+  const part: AcquireOptions = { ttl, strategy, renew: renew ?? false, reentrant: false, ...(signal ? { signal } : {}) };
   let attempts = 0;
   for (;;) {
     attempts++;
@@ -74,7 +107,7 @@ export async function acquireAll(m: MultiAcquireContext, names: unknown, options
       await releaseAll(parts);
       throw signal.reason;
     }
-    if (parts.every((p) => p.held)) return new MultiLease(parts, ttl);
+    if (parts.every((p) => p.held)) return parts;
     await releaseAll(parts);
     if (once) return null;
     if (deadline - now() <= 0) throw new LockTimeoutError(sorted.join(', '), now() - started, attempts);

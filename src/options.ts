@@ -84,8 +84,12 @@ export interface LocksOptions extends BackendOptions, ObservabilityOptions {
    * `tryAcquire` or `withLock` the same key again without waiting: it gets a reentrant handle on
    * the lease the scope holds, and the lease's `holds` count goes up by one until the handle is
    * released. The lock is released when the outermost `withLock` ends. Callers in other async
-   * contexts (another request) still wait. Default `false`: a nested acquire of a held key waits
-   * like any other (and times out). Per call, the option `reentrant` overrides this.
+   * contexts (another request) still wait. `withLocks` opens such a scope for each key it takes,
+   * and a multi-lock inside a scope joins the keys the scope holds. A read-write lock's `withRead`
+   * and `withWrite` open a read or write scope: reads join either, writes join a write scope, and
+   * a write inside a read scope is refused (`UpgradeDeadlockError`). Default `false`: a nested
+   * acquire of a held key waits like any other (and times out). Per call, the option `reentrant`
+   * overrides this.
    */
   readonly reentrant?: boolean;
 }
@@ -106,11 +110,13 @@ export interface AcquireOptions {
    */
   readonly renew?: boolean | RenewOptions;
   /**
-   * Reentrancy for this call (default: the manager's `reentrant`). Inside a reentrant `withLock`
-   * scope of the same key and manager, the call joins the scope's lease instead of waiting:
-   * `ttl` must then be the lease's own (or left out), `renew` may only be asked for when the lease
-   * is renewed already, and `wait` and `strategy` do not apply. A reentrant `withLock` outside
-   * such a scope opens one.
+   * Reentrancy for this call (default: the manager's `reentrant`). Inside a reentrant scope of
+   * the same key and manager (a `withLock`, a key of `withLocks`), the call joins the scope's
+   * lease instead of waiting (a multi-lock joins each key a scope holds): `ttl` must then be the
+   * lease's own (or left out), `renew` may only be asked for when the lease is renewed already,
+   * and `wait` and `strategy` do not apply. Defaults (the manager's `ttl`, the renewal of the
+   * `with…` calls) are not requests. A reentrant `withLock` or `withLocks` outside such a scope
+   * opens one. Read-write locks take it too (see {@link LocksOptions.reentrant}).
    */
   readonly reentrant?: boolean;
 }

@@ -1,4 +1,4 @@
-import { InvalidOptionError, LockSuppressedError } from '../errors.js';
+import { InvalidOptionError, LeaseLostError, LockSuppressedError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { MultiLease } from '../multi-lease.js';
 
@@ -9,7 +9,12 @@ export function splitCallback<A, F extends (...args: never[]) => unknown>(option
   return { options: typeof optionsOrFn === 'function' ? undefined : (optionsOrFn as Exclude<A, F>), fn };
 }
 
-/** Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. */
+/**
+ * Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. When
+ * `fn` threw and the release failed too, both are reported (LockSuppressedError), unless `fn`
+ * threw the very loss the release reports (a nested scope's rejection, the signal's reason): then
+ * that loss, as it is.
+ */
 export async function runHolding<L extends Lease | MultiLease, T>(lease: L, fn: (lease: L) => Promise<T> | T): Promise<T> {
   let result: T;
   try {
@@ -18,10 +23,17 @@ export async function runHolding<L extends Lease | MultiLease, T>(lease: L, fn: 
     try {
       await lease.release();
     } catch (releaseError) {
+      if (sameLoss(error, releaseError)) throw releaseError;
       throw new LockSuppressedError(releaseError, error);
     }
     throw error;
   }
   await lease.release();
   return result;
+}
+
+/** Whether two errors are one loss: the same error, or the loss of the same lease (its key and fence). */
+function sameLoss(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  return a instanceof LeaseLostError && b instanceof LeaseLostError && a.key === b.key && a.fence === b.fence;
 }

@@ -67,7 +67,7 @@ export function callSettings(settings: Settings, o: Partial<AcquireOptions>, onc
 }
 
 /** Whether a call with `options` is reentrant (validated), given the manager's default. */
-export function isReentrant(settings: Settings, options: unknown): boolean {
+export function isReentrant(settings: Pick<Settings, 'reentrant'>, options: unknown): boolean {
   const asked = (options as { reentrant?: unknown } | undefined)?.reentrant;
   return asked === undefined ? settings.reentrant : checkBoolean(asked, 'reentrant');
 }

@@ -3,10 +3,12 @@ import { memoryHarness } from '../helpers/harness.js';
 import { leaseEndContract } from './lease-end-contract.js';
 import { giveUpContract } from './give-up-contract.js';
 import { lockContract } from './lock-contract.js';
+import { reentrancyContract } from './reentrancy-contract.js';
 
 describe('contract: in-memory backend', () => {
   lockContract(async () => memoryHarness());
   leaseEndContract(async () => memoryHarness());
+  reentrancyContract(async () => memoryHarness());
 });
 
 describe('give-up contract: in-memory backend', () => {
