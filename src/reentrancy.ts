@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { InvalidOptionError, UpgradeDeadlockError } from './errors.js';
 import type { Lease } from './lease/lease.js';
+import { enterLease } from './lease/reentrant-lease.js';
 import { runHolding } from './manager/run-holding.js';
 import { checkRenew } from './manager/settings.js';
 import type { MultiLease } from './multi-lease.js';
@@ -46,7 +47,7 @@ export class Reentrancy {
    * `name`; undefined when there is none to join (the call then acquires as usual).
    */
   join(name: string, options: AcquireOptions | undefined): Lease | undefined {
-    return this.#joinable(`lock:${name}`, name, 'exclusive', options)?.enter();
+    return entered(this.#joinable(`lock:${name}`, name, 'exclusive', options));
   }
 
   /**
@@ -59,12 +60,12 @@ export class Reentrancy {
       const lease = this.#joinable(`lock:${name}`, name, 'exclusive', options);
       return lease ? [[name, lease] as const] : [];
     });
-    return new Map(joinable.map(([name, lease]) => [name, lease.enter()]));
+    return new Map(joinable.map(([name, lease]) => [name, enterLease(lease)]));
   }
 
   /** A reentrant read (`shared`) or write (`exclusive`) of the read-write lock `name`: a hold on its scope's lease, as {@link Reentrancy.join}. */
   joinReadWrite(name: string, mode: HoldMode, options: AcquireOptions | undefined): Lease | undefined {
-    return this.#joinable(`rw:${name}`, name, mode, options)?.enter();
+    return entered(this.#joinable(`rw:${name}`, name, mode, options));
   }
 
   /**
@@ -128,7 +129,7 @@ export class Reentrancy {
   async #within<T>(key: ScopeKey, name: string, mode: HoldMode, options: AcquireOptions | undefined, fn: (lease: Lease) => Promise<T> | T, acquire: AcquireForScope): Promise<T> {
     const storage = this.#storage();
     const outer = storage.getStore();
-    const joined = this.#joinable(key, name, mode, options)?.enter();
+    const joined = entered(this.#joinable(key, name, mode, options));
     if (joined) return runHolding(joined, fn);
     // The scope's own default renewal is not a request: a joined call above ran under the lease as it is.
     const renew = checkRenew(options?.renew ?? true);
@@ -160,4 +161,9 @@ export class Reentrancy {
   #storage(): AsyncLocalStorage<Scopes> {
     return (this.#scopes ??= new AsyncLocalStorage<Scopes>());
   }
+}
+
+/** A hold on `lease` when there is one to join. */
+function entered(lease: Lease | undefined): Lease | undefined {
+  return lease && enterLease(lease);
 }

@@ -18,6 +18,15 @@ export interface LeaseContext {
   readonly onRenew?: ((lease: Lease, error: unknown) => void) | undefined;
 }
 
+/** @internal What a reentrant handle shares with the lease it joined (see {@link Lease.addHold}). */
+export interface Hold {
+  /** Gives the hold back; later calls change nothing. */
+  readonly leave: () => void;
+  readonly context: LeaseContext;
+  readonly keys: LockKeys;
+  readonly sentAt: number;
+}
+
 /** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
 export type LeaseState = 'held' | 'released' | 'lost';
 
@@ -152,17 +161,18 @@ export class Lease implements AsyncDisposable {
   }
 
   /**
-   * @internal A reentrant hold on this lease: a handle that shares its key, token, fence, TTL,
-   * validity and signal, and whose release only gives its own hold back.
+   * @internal One more hold on this lease, for a reentrant handle ({@link enterLease}): what the
+   * handle shares, and the function that gives the hold back (once).
    */
-  enter(): Lease {
+  addHold(): Hold {
     this.#holds++;
     let left = false;
-    return new ReentrantLease(this, () => {
+    const leave = (): void => {
       if (left) return;
       left = true;
       this.#holds--;
-    }, this.#context, this.#keys, this.#token, this.#acquiredAt, this.replicated);
+    };
+    return { leave, context: this.#context, keys: this.#keys, sentAt: this.#acquiredAt };
   }
 
   /** How long the lease has been held so far, in ms. */
@@ -319,99 +329,5 @@ export class Lease implements AsyncDisposable {
     this.#watchdog?.stop();
     this.#context.onEnd(this);
     this.#controller?.abort(reason());
-  }
-}
-
-/**
- * A reentrant hold: what a nested `acquire`, `tryAcquire` or `withLock` of a key returns inside a
- * `withLock` scope that holds it (manager option `reentrant`). It is the same lock as the scope's
- * lease (key, token, fence, TTL, validity, signal, `extend` are the outer lease's); its `release()`
- * only gives this hold back and never talks to the backend. The lock itself is released when the
- * outermost scope ends.
- */
-class ReentrantLease extends Lease {
-  readonly #outer: Lease;
-  readonly #leave: () => void;
-  #released = false;
-
-  constructor(
-    outer: Lease,
-    leave: () => void,
-    context: LeaseContext,
-    keys: LockKeys,
-    token: string,
-    sentAt: number,
-    replicated: boolean | undefined,
-  ) {
-    super(context, keys, token, outer.fence, outer.ttl, sentAt, undefined, replicated);
-    this.#outer = outer;
-    this.#leave = leave;
-  }
-
-  override get token(): string {
-    return this.#outer.token;
-  }
-
-  /** The outer lease's signal: it aborts when the lock itself ends (the outermost release, or a loss), not when this hold is released. */
-  override get signal(): AbortSignal {
-    return this.#outer.signal;
-  }
-
-  override get validUntil(): number {
-    return this.#outer.validUntil;
-  }
-
-  override timeLeft(): number {
-    return this.#released ? 0 : this.#outer.timeLeft();
-  }
-
-  /** `released` once this hold was released (the lock may still be held by the outer scope), else the outer lease's state. */
-  override get state(): LeaseState {
-    const outer = this.#outer.state;
-    return this.#released && outer === 'held' ? 'released' : outer;
-  }
-
-  override get held(): boolean {
-    return this.state === 'held';
-  }
-
-  override get holds(): number {
-    return this.#outer.holds;
-  }
-
-  override get heldFor(): number {
-    return this.#outer.heldFor;
-  }
-
-  override get lostError(): LeaseLostError | undefined {
-    return this.#outer.lostError;
-  }
-
-  /** Extends the lock (the outer lease) while this hold is in force. */
-  override extend(ttl: number = this.ttl): Promise<void> {
-    if (this.#released && this.#outer.state === 'held') return Promise.reject(new LeaseReleasedError(this.key));
-    return this.#outer.extend(ttl);
-  }
-
-  /**
-   * Gives this hold back (once; later calls change nothing). Resolves, or rejects with the
-   * outer lease's {@link LeaseLostError} when the lock was lost: every level sees the loss.
-   */
-  override release(): Promise<void> {
-    this.#leave();
-    this.#released = true;
-    return this.#outer.state === 'lost' ? Promise.reject(this.#outer.lostError) : Promise.resolve();
-  }
-
-  override enter(): Lease {
-    return this.#outer.enter();
-  }
-
-  override watchExpiry(): void {
-    this.#outer.watchExpiry();
-  }
-
-  override toJSON(): Record<string, unknown> {
-    return { ...this.#outer.toJSON(), state: this.state, timeLeft: Math.round(this.timeLeft()), holds: this.holds, reentrant: true };
   }
 }
