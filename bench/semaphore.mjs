@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { Semaphore } from 'redis-semaphore';
 import { diffCounts, startCountingProxy } from './lib/proxy.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { jain, summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 10);
@@ -20,7 +21,7 @@ const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
 
 const LIBRARIES = {
   async latchkey(client, name, limit) {
-    const { createLocks } = await import('../dist/index.js');
+    const { createLocks } = await import(latchkeyModule());
     const locks = createLocks({ redis: client, prefix: 'bsem:' });
     const sem = locks.semaphore(name, { limit, ttl: 10_000, wait: 60_000 });
     return { acquire: () => sem.acquire(), release: (lease) => lease.release(), close: () => locks.close() };
