@@ -51,3 +51,41 @@ export class Deadlines {
     if (next < Infinity) this.#arm(next);
   }
 }
+
+/** The deadlines of calls bounded by {@link settleBy}, on one timer. */
+const bounded = new Deadlines();
+
+/**
+ * Settles as `promise` does, unless the monotonic time `at` (performance.now() ms) comes first:
+ * it then rejects with `expire()`, and `late` sees a value that arrives after that. For calls to a
+ * Redis that may not answer: latchkey stops waiting on its own clock, whatever the client's retry
+ * settings, and still learns what a late reply did.
+ */
+export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error, late?: (value: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const deadline: Deadline = {
+      at,
+      expire: () => {
+        if (done) return;
+        done = true;
+        reject(expire());
+      },
+    };
+    bounded.watch(deadline);
+    promise.then(
+      (value) => {
+        if (done) return late?.(value);
+        done = true;
+        bounded.delete(deadline);
+        resolve(value);
+      },
+      (error: unknown) => {
+        if (done) return;
+        done = true;
+        bounded.delete(deadline);
+        reject(error);
+      },
+    );
+  });
+}

@@ -12,6 +12,7 @@ export type LockErrorCode =
   | 'LEASE_LOST'
   | 'LEASE_RELEASED'
   | 'BACKEND_ERROR'
+  | 'UNREACHABLE'
   | 'WRONG_TYPE'
   | 'STALE_FENCE'
   | 'SUPPRESSED'
@@ -127,10 +128,34 @@ export class LeaseReleasedError extends LockError {
 export class BackendError extends LockError {
   /** The operation that failed: `acquire`, `release`, `extend`, `fencedWrite`, … */
   readonly operation: string;
-  constructor(operation: string, message: string, options?: { cause?: unknown; code?: 'BACKEND_ERROR' | 'WRONG_TYPE' }) {
+  constructor(operation: string, message: string, options?: { cause?: unknown; code?: 'BACKEND_ERROR' | 'WRONG_TYPE' | 'UNREACHABLE' }) {
     super(options?.code ?? 'BACKEND_ERROR', `${operation} failed: ${message}`, options);
     this.name = 'BackendError';
     this.operation = operation;
+  }
+}
+
+/**
+ * Redis did not answer: latchkey stopped waiting for a reply, on its own clock, whatever the
+ * client's retry settings (the client may still be reconnecting; a command it sends later is
+ * harmless: see docs/safety.md). Not a lock held by someone else: nothing was seen of the lock.
+ */
+export class UnreachableError extends BackendError {
+  /** The server, as `host:port`, when known. */
+  readonly server: string | undefined;
+  /** How long latchkey waited for a reply, ms. */
+  readonly waited: number;
+  constructor(operation: string, what: string, server: string | undefined, waited: number, cause?: unknown) {
+    super(
+      operation,
+      `no reply from Redis${server ? ` at ${server}` : ''} to ${what} within ${Math.round(waited)} ms` +
+        `${cause instanceof Error ? ` (last error: ${cause.message})` : ''}. ` +
+        'Check that Redis is running and reachable; the client keeps its own retry settings (see "When Redis is down" in the README).',
+      { code: 'UNREACHABLE', ...(cause === undefined ? {} : { cause }) },
+    );
+    this.name = 'UnreachableError';
+    this.server = server;
+    this.waited = waited;
   }
 }
 

@@ -39,6 +39,7 @@ export {
   LeaseLostError,
   LeaseReleasedError,
   BackendError,
+  UnreachableError,
   WrongTypeError,
   StaleFenceError,
   ClosedError,

@@ -8,7 +8,7 @@ import type { RenewOptions } from './lease/watchdog.js';
 import type { ManagerContext } from './manager/context.js';
 import type { CallSettings } from './manager/settings.js';
 import type { AcquireTrace } from './observe/observer.js';
-import { attempt } from './wait/attempt.js';
+import { attempt, onceLimit } from './wait/attempt.js';
 import { KeyQueue } from './wait/key-queue.js';
 import { Waiter, type Attempt, type Grant } from './wait/waiter.js';
 
@@ -164,7 +164,7 @@ export class LockWaits {
     }
     const token = this.#ctx.tokens.next();
     const sentAt = now();
-    const reply = await attempt(backend, keys, token, call.ttl, undefined);
+    const reply = await attempt(backend, keys, token, call.ttl, undefined, onceLimit(keys, call.ttl, backend.server));
     if (!reply.acquired) {
       if (trace) trace.contended = true;
       if (reply.outcome && undecided(reply.outcome)) throw new QuorumError(keys.name, reply.outcome);

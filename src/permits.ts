@@ -12,7 +12,7 @@ import { ACQUIRE_OPTIONS, type AcquireOptions } from './options.js';
 import type { PermitOptions, Semaphore, SemaphoreOptions } from './semaphore.js';
 import { checkOptions, checkTtl, checkWait } from './validate.js';
 import { checkStrategy } from './wait/strategy.js';
-import { attempt } from './wait/attempt.js';
+import { attempt, onceLimit } from './wait/attempt.js';
 import { Waiter, type Grant } from './wait/waiter.js';
 
 const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant'), 'permits'] as const;
@@ -94,7 +94,7 @@ export class Permits {
     const token = ctx.tokens.next();
     const started = now();
     if (once) {
-      const reply = await attempt(ctx.backend, keys, token, ttl, undefined);
+      const reply = await attempt(ctx.backend, keys, token, ttl, undefined, onceLimit(keys, ttl, ctx.backend.server));
       if (reply.acquired && validUntil(started, ttl, ctx.driftFactor) > now()) {
         return this.#lease(keys, token, ttl, renew, { fence: reply.fence, sentAt: started, replicated: reply.replicated });
       }

@@ -90,6 +90,8 @@ export interface FencedWriteReply {
 export interface Backend {
   /** Human-readable name for messages: `redis (ioredis)`, `memory`. */
   readonly name: string;
+  /** The server as `host:port`, when known (one Redis), for messages about a server that does not answer. */
+  readonly server?: string | undefined;
   /**
    * Whether a release can pass the lock on by itself: hand it to a waiter of the releasing
    * process, or grant it to a queued waiter. False for Redlock, where one node cannot decide

@@ -31,8 +31,8 @@ export function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEvicti
   if (replication && o.redis === undefined && o.url === undefined) {
     throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
   }
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy: onEviction });
-  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy: onEviction });
+  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy: onEviction, server: addressOf(o.redis) });
+  if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy: onEviction, server: addressOf(o.url) });
   if (o.redlock !== undefined) {
     const nodes = checkRedlockNodes(o.redlock);
     const nodeTimeout = o.nodeTimeout === undefined ? undefined : checkCount(o.nodeTimeout, 'nodeTimeout', 1);
@@ -40,7 +40,7 @@ export function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEvicti
       nodes.map((node, i) => {
         const label = `node ${i}${addressOf(node) ? ` (${addressOf(node)})` : ''}`;
         const client = typeof node === 'string' ? connectChecked(node, `redlock[${i}]`) : adaptClient(node, `redlock[${i}]`);
-        return redisBackend(client, prefix, { wake: true, label, onEvictionPolicy: onEviction && ((report) => onEviction(report, label)) });
+        return redisBackend(client, prefix, { wake: true, label, server: addressOf(node), onEvictionPolicy: onEviction && ((report) => onEviction(report, label)) });
       }),
       { nodeTimeout },
     );
@@ -68,7 +68,7 @@ function chooseCompatBackend(o: Partial<LocksOptions>, prefix: string): Backend 
   if (o.replication !== undefined) {
     throw new InvalidOptionError('replication', 'not to be given with "compat" (compat mode runs no WAIT after its acquire)', o.replication);
   }
-  if (o.url !== undefined) return compatBackend(connectChecked(o.url, 'url'), prefix, mode);
+  if (o.url !== undefined) return compatBackend(connectChecked(o.url, 'url'), prefix, mode, addressOf(o.url));
   const client = adaptClient(o.redis);
   if (client.cluster) {
     throw new InvalidOptionError(
@@ -77,7 +77,7 @@ function chooseCompatBackend(o: Partial<LocksOptions>, prefix: string): Backend 
       mode,
     );
   }
-  return compatBackend(client, prefix, mode);
+  return compatBackend(client, prefix, mode, addressOf(o.redis));
 }
 
 /** Connects to a URL given as option `option`; a failure is reported by the first call that needs the connection. */

@@ -34,7 +34,7 @@ export const COMPAT_LINGER = 1000;
  * Releases only wake latchkey waiters (legacy clients neither queue nor listen, and a grant inside
  * a release would skip the timestamp they check), so `handsOff` is false. See docs/safety.md.
  */
-export function compatBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string, mode: CompatMode): Backend {
+export function compatBackend(client: ScriptClient | Promise<ScriptClient>, prefix: string, mode: CompatMode, server?: string): Backend {
   const unit = mode === 'timestamp-seconds' ? '1000' : '1';
   const linger = String(COMPAT_LINGER);
   let ready: ScriptClient | undefined = 'then' in client ? undefined : checked(client);
@@ -56,6 +56,7 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
 
   return {
     name: `redis compat ${mode}${ready ? ` (${ready.driver})` : ''}`,
+    server,
     handsOff: false,
     semaphores: false, // the mode is for legacy lock keys; a semaphore has no legacy counterpart
     async acquire(keys, token, ttl, queue) {

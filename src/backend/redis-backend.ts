@@ -77,6 +77,8 @@ export interface RedisBackendOptions {
   readonly wake?: boolean;
   /** A name for messages (a Redlock node's label). */
   readonly label?: string;
+  /** The server as `host:port`, when known, for messages (see {@link Backend.server}). */
+  readonly server?: string | undefined;
   /** Replica acknowledgement of every acquire (implies wake mode: no grant or hand-off escapes the WAIT). */
   readonly replication?: Replication | undefined;
   /** Called once with the server's eviction policy, read when the client is first ready (see eviction-policy.ts). */
@@ -169,6 +171,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
 
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
+    server: options.server,
     handsOff: !wake,
     semaphores: true,
     get resends() {

@@ -1,7 +1,8 @@
 import { inspect } from 'node:util';
 import type { Backend, OwnershipReply } from '../backend/backend.js';
 import { now, validUntil } from '../clock.js';
-import { LeaseLostError, LeaseReleasedError, type LeaseLostReason } from '../errors.js';
+import { settleBy } from '../deadlines.js';
+import { LeaseLostError, LeaseReleasedError, UnreachableError, type LeaseLostReason } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { checkTtl } from '../validate.js';
 import { Watchdog, type RenewOptions } from './watchdog.js';
@@ -26,6 +27,9 @@ export interface Hold {
   readonly keys: LockKeys;
   readonly sentAt: number;
 }
+
+/** How long the release of a lease already known lost waits for the give-back of its key, ms (a live Redis answers in far less). */
+const GIVE_BACK_WAIT = 250;
 
 /** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
 export type LeaseState = 'held' | 'released' | 'lost';
@@ -190,7 +194,16 @@ export class Lease implements AsyncDisposable {
     return this.#serial(async () => {
       this.#assertHeld();
       const sentAt = now();
-      const reply = await this.#context.backend.extend(this.#keys, this.#token, ttl);
+      // Not waited for past the lease's validity (a Redis that does not answer): the lease is
+      // lost then, and an extend that succeeds later is given back.
+      const reply = await settleBy(
+        this.#context.backend.extend(this.#keys, this.#token, ttl),
+        this.#validUntil,
+        () => this.#unreachable('extend'),
+        (late) => {
+          if (late === 'ok') void this.#giveBack();
+        },
+      );
       this.#afterOwnershipReply(reply);
       this.#noticeExpiry();
       // Extended in the backend, but the lease counts as lost (its validity ran out before the
@@ -217,15 +230,23 @@ export class Lease implements AsyncDisposable {
       // still hold our token (it expires in the backend later than our validity ends): the
       // release below still deletes it, and passes the lock on, before the loss is reported.
       this.#noticeExpiry();
+      if (this.#state === 'lost') {
+        // Known lost: the caller learns it at once (or as soon as a live Redis confirms the give-back).
+        await settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.#lostError!).catch(() => {});
+        throw this.#lostError;
+      }
       let reply: OwnershipReply;
       try {
-        reply = await this.#context.release(this, this.#keys, this.#token);
+        // Not waited for past the lease's validity: the lease is lost then (the release may
+        // still run when Redis answers: it deletes only our token).
+        reply = await settleBy(this.#context.release(this, this.#keys, this.#token), this.#validUntil, () => this.#unreachable('release'));
       } catch (error) {
+        if (this.#lostError) throw this.#lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
         throw error;
       }
       this.#afterOwnershipReply(reply);
-      if (this.#state === 'lost') throw this.#lostError;
+      if (this.#lostError) throw this.#lostError;
       this.#end('released', () => new LeaseReleasedError(this.key));
     })();
     return this.#releasing;
@@ -280,6 +301,14 @@ export class Lease implements AsyncDisposable {
    * hold it (an extend that succeeded too late). A plain release in the backend, never a hand-off
    * to a waiter of this process; if it fails, the key expires by its TTL.
    */
+  /** The lease's validity ran out while `operation` waited for Redis: it is lost, and the loss is the error. */
+  #unreachable(operation: string): LeaseLostError {
+    const waited = now() - this.#acquiredAt;
+    const cause = new UnreachableError(operation, `the ${operation} of lease on "${this.key}"`, this.#context.backend.server, waited);
+    this.#lose(this.#lossFor('unreachable', cause));
+    return this.#lostError!;
+  }
+
   async #giveBack(): Promise<void> {
     await this.#context.backend.release(this.#keys, this.#token).catch(() => {});
   }

@@ -1,7 +1,7 @@
 import type { AcquireReply, Backend, QueueEntry } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
-import { LockTimeoutError } from '../errors.js';
+import { UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 
 /** What ends an attempt besides its reply: the waiter's deadline, and its stop through `cancel`. A Waiter is one. */
@@ -11,6 +11,8 @@ export interface AttemptLimit {
   readonly started: number;
   readonly attempts: number;
   cancel: ((reason: unknown) => void) | undefined;
+  /** The error of an attempt that got no reply by the deadline. */
+  noReply(): Error;
 }
 
 /** How long past its waiter's deadline an attempt in flight may still finish, ms. */
@@ -57,10 +59,26 @@ export function attempt(backend: Backend, keys: LockKeys, token: string, ttl: nu
       // one attempt) finishes; only one that Redis does not answer is ended.
       entry = {
         at: Math.max(limit.deadline, now() + ATTEMPT_GRACE),
-        expire: () => end() && reject(new LockTimeoutError(limit.keys.name, now() - limit.started, limit.attempts)),
+        expire: () => end() && reject(limit.noReply()),
       };
       attemptDeadlines.watch(entry);
     }
     limit.cancel = (reason) => end() && reject(reason);
   });
+}
+
+/** How long a one-shot attempt (`tryAcquire`) waits for its reply at most, ms: at most the TTL, for a reply after it is of no use. */
+export const TRY_BOUND = 2000;
+
+/** The limit of a one-shot attempt: its reply is not waited for past min(ttl, {@link TRY_BOUND}) ms. */
+export function onceLimit(keys: LockKeys, ttl: number, server: string | undefined): AttemptLimit {
+  const started = now();
+  return {
+    deadline: started + Math.min(ttl, TRY_BOUND),
+    keys,
+    started,
+    attempts: 1,
+    cancel: undefined,
+    noReply: () => new UnreachableError('tryAcquire', `an attempt at lock "${keys.name}"`, server, now() - started),
+  };
 }

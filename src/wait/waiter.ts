@@ -2,7 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import type { AcquireReply, Backend } from '../backend/backend.js';
 import { undecided, type QuorumOutcome } from '../backend/quorum.js';
 import { now, validUntil } from '../clock.js';
-import { LockTimeoutError, QuorumError } from '../errors.js';
+import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
@@ -79,6 +79,8 @@ export class Waiter implements Listener, AttemptLimit {
   /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
   queuedRemotely = false;
   jitter = false;
+  /** True once an attempt got a reply: a wait that never got one ends with an UnreachableError, not a timeout. */
+  replied = false;
   wake: (() => void) | undefined = undefined;
   cancel: ((reason: unknown) => void) | undefined = undefined;
   /** The deadline while it waits in memory behind callers of its own process. */
@@ -118,6 +120,14 @@ export class Waiter implements Listener, AttemptLimit {
     return this.scope ? this.scope.runInAsyncScope(fn) : fn();
   }
 
+  /** The error of an attempt that got no reply by the deadline: Redis unreachable if no attempt of this wait got one, else a timeout. */
+  noReply(): Error {
+    const waited = now() - this.started;
+    if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts);
+    const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
+    return new UnreachableError('acquire', what, this.#context.backend.server, waited);
+  }
+
   /** Asks an active wait to end (a stop): its loop or its attempt in flight ends with `reason`, and then exits. */
   requestStop(reason: unknown): void {
     if (this.state === 'done' || this.stop) return;
@@ -141,6 +151,7 @@ export class Waiter implements Listener, AttemptLimit {
     try {
       const queue = listening ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
       const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
+      this.replied = true;
       return { reply, sentAt, inboxWasListening: listening };
     } finally {
       this.inFlight = false;

@@ -17,7 +17,7 @@
  * its backend can do; each test uses its own key prefix, so nothing is flushed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Lease, LockTimeoutError, MultiLease, QuorumError, type AcquireOptions, type AcquiredEvent, type Locks } from '../../src/index.js';
+import { Lease, LockTimeoutError, MultiLease, QuorumError, UnreachableError, type AcquireOptions, type AcquiredEvent, type Locks } from '../../src/index.js';
 import type { SemaphoreKind } from '../../src/keys.js';
 import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
 
@@ -231,7 +231,7 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
     });
 
     itIf(can.stalls)(
-      `whose wait (${SHORT_WAIT} ms) runs out while Redis is slow to answer: rejects with a LockTimeoutError in time; the release serves the real next waiter`,
+      `whose wait (${SHORT_WAIT} ms) runs out while Redis is slow to answer: rejects in time with an UnreachableError (no reply); the release serves the real next waiter`,
       async () => {
         fresh();
         const { holder, gaveUp } = await setUp('slow');
@@ -239,7 +239,8 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
         const { ended } = ending(() => gaveUp.acquire('slow', { wait: SHORT_WAIT, ttl: 10_000 }));
         const { error, after } = await ended;
         await giveBack(error);
-        expect(error).toBeInstanceOf(can.quorum ? QuorumError : LockTimeoutError);
+        // No reply at all within the wait: Redis did not answer, which is what the caller is told (issue 18).
+        expect(error).toBeInstanceOf(can.quorum ? QuorumError : UnreachableError);
         expect.soft(after, 'ms until the acquire that timed out rejected').toBeLessThan(SHORT_WAIT + GRACE);
         await expectNothingLeft('slow', holder, gaveUp);
       },
@@ -308,7 +309,7 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
       );
 
       itIf(can.semaphores && can.stalls)(
-        `${what}: whose wait (${SHORT_WAIT} ms) runs out while Redis is slow to answer its first attempt: rejects with a LockTimeoutError in time; the release wakes the real next waiter`,
+        `${what}: whose wait (${SHORT_WAIT} ms) runs out while Redis is slow to answer its first attempt: rejects in time with an UnreachableError (no reply); the release wakes the real next waiter`,
         async () => {
           fresh();
           const { holder, gaveUp } = await setUp(`slow-${kind}`);
@@ -316,7 +317,7 @@ export function giveUpContract(makeHarness: () => Promise<BackendHarness>, can: 
           const { ended } = ending(() => permitsOf(gaveUp, kind, `slow-${kind}`)({ wait: SHORT_WAIT, ttl: 10_000 }));
           const { error, after } = await ended;
           await giveBack(error);
-          expect(error).toBeInstanceOf(LockTimeoutError);
+          expect(error).toBeInstanceOf(UnreachableError);
           expect.soft(after, 'ms until the acquire that timed out rejected').toBeLessThan(SHORT_WAIT + GRACE);
           await expectNothingLeft(`slow-${kind}`, holder, gaveUp);
         },
