@@ -5,7 +5,7 @@
  *   granted, a lease being live from its grant until the test releases it, closes its manager,
  *   or its validity runs out; fences strictly increasing per lock in grant order;
  * - every call settles, with an outcome its call allows (a lease, `null` for a try, a
- *   LockTimeoutError, the abort's own reason, LockAbortedError once its manager is closed,
+ *   LockTimeoutError (UnreachableError in a run that stalled the server), the abort's own reason, LockAbortedError once its manager is closed,
  *   ClosedError for a call made after), within its wait (or abort, or close) plus a grace;
  * - whenever every call so far has settled (a `quiesce` step, the end of the steps): nobody is
  *   queued in the backend, and a lock is held only while a caller of the run holds a live lease
@@ -25,6 +25,7 @@ import {
   LeaseReleasedError,
   LockAbortedError,
   LockTimeoutError,
+  UnreachableError,
   type Lease,
   type Locks,
   type Semaphore,
@@ -376,6 +377,8 @@ class Run {
     this.#settledAt(call);
     if (call.reason !== undefined && error === call.reason && call.abortedAt !== undefined) return;
     if (error instanceof LockTimeoutError && !call.once) return;
+    // A call none of whose attempts got a reply while the server was stalled: Redis did not answer (issue 18).
+    if (error instanceof UnreachableError && this.#stallMs > 0) return;
     if (error instanceof ClosedError && call.afterClose) return;
     if (error instanceof LockAbortedError && this.#closedAt[call.m] !== undefined) return;
     this.#violation(`${call.label} rejected with ${describeError(error)}${call.reason && error !== call.reason ? ' (not its abort reason)' : ''}`);
