@@ -347,6 +347,7 @@ export function memoryBackend(store: MemoryStore): Backend {
   return {
     name: 'memory',
     handsOff: true,
+    boundsCalls: true, // in-process: every call ends at once
     semaphores: true,
     acquireAll: async (keys, token, ttl) => store.acquireAll(keys.map((k) => k.lock), token, ttl),
     acquire: async (keys, token, ttl, queue) =>

@@ -196,8 +196,10 @@ export class Lease implements AsyncDisposable {
       const sentAt = now();
       // Not waited for past the lease's validity (a Redis that does not answer): the lease is
       // lost then, and an extend that succeeds later is given back.
-      const reply = await settleBy(
-        this.#context.backend.extend(this.#keys, this.#token, ttl),
+      const { backend } = this.#context;
+      const extending = backend.extend(this.#keys, this.#token, ttl);
+      const reply = backend.boundsCalls ? await extending : await settleBy(
+        extending,
         this.#validUntil,
         () => this.#unreachable('extend'),
         (late) => {
@@ -239,7 +241,8 @@ export class Lease implements AsyncDisposable {
       try {
         // Not waited for past the lease's validity: the lease is lost then (the release may
         // still run when Redis answers: it deletes only our token).
-        reply = await settleBy(this.#context.release(this, this.#keys, this.#token), this.#validUntil, () => this.#unreachable('release'));
+        const releasing = this.#context.release(this, this.#keys, this.#token);
+        reply = this.#context.backend.boundsCalls ? await releasing : await settleBy(releasing, this.#validUntil, () => this.#unreachable('release'));
       } catch (error) {
         if (this.#lostError) throw this.#lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
