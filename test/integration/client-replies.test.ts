@@ -8,6 +8,7 @@
  */
 import { GlideClient, Logger as GlideLogger, ProtocolVersion } from '@valkey/valkey-glide';
 import { Valkey } from 'iovalkey';
+import { createClient as createClient6 } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asSnapshot } from '../../src/backend/redis-backend.js';
 import { configValue } from '../../src/backend/eviction-policy.js';
@@ -139,6 +140,40 @@ describe.each(subjects)('replies through $label', (subject) => {
       await expect.poll(async () => (await locks.inspect('one')).holder?.who, { timeout: 2000, interval: 5 }).toBe('replies test');
       await lease.release();
       expect((await locks.inspect('one')).held).toBe(false);
+    } finally {
+      await locks.close();
+    }
+  });
+});
+
+describe("node-redis 6's command timeout (5 s by default)", () => {
+  // Shortened to 200 ms here: it is the same mechanism. node-redis arms it when a command is
+  // queued and disarms it once the command is written to the socket, so it ends only commands
+  // that never left the client (a connection that is down): a slow script or a long WAIT is not
+  // cut off, and an acquire it ends was never sent.
+  const TIMEOUT = 200;
+  const connect = async () => {
+    const client = createClient6({ url: redis.server.url, commandOptions: { timeout: TIMEOUT } });
+    client.on('error', () => {});
+    await client.connect();
+    redis.cleanup.push(() => client.close());
+    return client;
+  };
+
+  it('does not cut off a WAIT longer than it, nor an acquire that Redis answers after it', async () => {
+    const client = await connect();
+    const adapted = adaptClient(client);
+    const started = performance.now();
+    expect(await adapted.waitReplicas(1, 3 * TIMEOUT)).toBe(0); // no replica: WAIT runs its full timeout
+    expect(performance.now() - started).toBeGreaterThanOrEqual(3 * TIMEOUT - 5);
+
+    const locks = createLocks({ redis: client, prefix: uniquePrefix() });
+    try {
+      await redis.raw.call('CLIENT', 'PAUSE', String(3 * TIMEOUT), 'WRITE');
+      const paused = performance.now();
+      const lease = await locks.acquire('slow', { ttl: 10_000, wait: 10_000 });
+      expect(performance.now() - paused).toBeGreaterThanOrEqual(2 * TIMEOUT);
+      await lease.release();
     } finally {
       await locks.close();
     }
