@@ -13,7 +13,10 @@ import { createClient as createClient5 } from 'redis5';
 
 /** What the harness needs of a client of the ioredis family (ioredis 5 or 6, iovalkey). */
 export interface IoredisFamilyClient {
+  /** `ready` once the connection passed its ready check. */
+  readonly status?: string;
   call(command: string, ...args: string[]): Promise<unknown>;
+  once(event: 'ready', listener: () => void): unknown;
   quit(): Promise<unknown>;
   disconnect(): void;
 }

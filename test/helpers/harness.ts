@@ -51,8 +51,25 @@ type Connection = Cluster | IoredisFamilyClient;
 
 /** Holds writes on every master the connection reaches, for `ms` (see {@link BackendHarness.stall}). */
 async function pauseWrites(connection: Connection, ms: number): Promise<void> {
-  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
-  await Promise.all(nodes.map((node) => node.call('CLIENT', 'PAUSE', String(ms), 'WRITE')));
+  const nodes: IoredisFamilyClient[] = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  await Promise.all(
+    nodes.map(async (node) => {
+      await readyFirst(node);
+      await node.call('CLIENT', 'PAUSE', String(ms), 'WRITE');
+    }),
+  );
+}
+
+/**
+ * Resolves once an ioredis connection is ready. Before that, ioredis writes CLIENT commands (one of
+ * its handshake commands) at once, but holds every other command in its offline queue until the
+ * ready check passes: a CLIENT PAUSE sent on a manager's new connection overtook the manager's
+ * first script and held it (the give-up contract's "later attempt" tests then saw one attempt, not
+ * two: 1 run in 20 or so). ioredis announces 'ready' on the next tick, after it wrote the queue.
+ */
+async function readyFirst(node: IoredisFamilyClient): Promise<void> {
+  if (node.status === undefined || node.status === 'ready') return;
+  await new Promise<void>((resolve) => node.once('ready', () => resolve()));
 }
 
 /** A write that touches no key (PUBLISH, which a write pause holds): queued behind the writes held before it. */
