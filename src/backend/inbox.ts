@@ -66,7 +66,7 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
  * for seconds. The release then finds nobody listening, passes the waiter over (frees the lock, or
  * grants it to the next waiter), and the waiter still gets the message: taking the lock from it
  * would hold a lease that Redis does not have (test: "keeps renewed leases and serves waiters
- * across a failover of one master", which failed about one run in three on ioredis 6). The cost
+ * across a failover of one master", which failed 11 runs in 25 on ioredis 6). The cost
  * is one round trip per grant on Cluster.
  */
 export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener): Promise<Inbox> {
