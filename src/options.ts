@@ -6,15 +6,16 @@ import type { WaitStrategyName } from './wait/strategy.js';
 /** Where the locks live: exactly one of `redis`, `url`, `redlock` or `memory`; none means a private in-memory store. */
 export interface BackendOptions {
   /**
-   * A client you already have: an ioredis `Redis` (or an iovalkey one, its Valkey fork), a
-   * node-redis v5 client (connected), or a Valkey GLIDE `GlideClient` or `GlideClusterClient`.
+   * A client you already have: an ioredis `Redis` or `Cluster` (5 or 6, either protocol; or an
+   * iovalkey one, its Valkey fork), a node-redis client (5 or 6, RESP2 or RESP3, connected), or a
+   * Valkey GLIDE `GlideClient` or `GlideClusterClient`.
    * latchkey borrows it: it sends scripts through it and never modifies or closes it. For waiting
    * it makes one subscriber connection with the client's own `duplicate()` (same TLS and ACL user);
    * for GLIDE, which has none, a client of the same class created from the client's configuration with
    * latchkey's own pub/sub callback, closed by `locks.close()`.
    */
   readonly redis?: unknown;
-  /** A Redis URL (`redis://user:pass@host:6379/0`, `rediss://` for TLS). latchkey connects with ioredis (or node-redis if that is what is installed) and closes the connection in `close()`. */
+  /** A Redis URL (`redis://user:pass@host:6379/0`, `rediss://` for TLS). latchkey connects with the ioredis package installed beside it (else node-redis, `redis`) and closes the connection in `close()`. */
   readonly url?: string;
   /**
    * Redlock over independent Redis masters (not replicas of each other): clients (ioredis or

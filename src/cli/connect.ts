@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import { Redis } from 'ioredis';
 import { createLocks, type Locks } from '../index.js';
+import { loadDriver, type CliClient, type CliDriver } from './driver.js';
 import { CliError, EXIT } from './exit-codes.js';
 
 /** The connection options every subcommand takes. */
@@ -11,8 +11,6 @@ export interface ConnectionOptions {
 }
 
 export const DEFAULT_URL = 'redis://127.0.0.1:6379';
-/** How long the first connection may take before the command gives up. */
-const CONNECT_TIMEOUT = 5000;
 
 /** Where a URL points, for messages: scheme, user, host and port; never the password. */
 export function describeUrl(url: string): string {
@@ -38,32 +36,12 @@ function checkUrl(url: string, option: string): string {
   return url;
 }
 
-/**
- * Connects, and fails fast with a clear message when Redis is not there. Once connected, the
- * client reconnects by itself (a Redis restart during a long `exec` is survived, within the TTL).
- */
-async function connectOne(url: string): Promise<Redis> {
-  const client = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: CONNECT_TIMEOUT,
-    maxRetriesPerRequest: 2,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-  });
-  let lastError: unknown;
-  client.on('error', (error: unknown) => {
-    lastError = error;
-  });
+/** Connects with `driver`, and fails fast with a clear message when Redis is not there. */
+async function connectOne(driver: CliDriver, url: string): Promise<CliClient> {
   try {
-    await Promise.race([
-      client.connect(),
-      new Promise((_, reject) => setTimeout(() => reject(lastError ?? new Error(`no answer within ${CONNECT_TIMEOUT / 1000} s`)), CONNECT_TIMEOUT).unref()),
-    ]);
-    return client;
+    return await driver.connect(url);
   } catch (error) {
-    client.disconnect();
-    // The connection's own error (ECONNREFUSED, a TLS or AUTH failure) says more than "Connection is closed".
-    const cause = lastError ?? error;
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = error instanceof Error ? error.message : String(error);
     throw new CliError(`cannot connect to ${describeUrl(url)}: ${reason}`, EXIT.UNAVAILABLE, { cause: error });
   }
 }
@@ -85,33 +63,30 @@ export async function connect(options: ConnectionOptions, extra: { ttl?: number 
   if (prefix !== undefined && (prefix === '' || /[{}]/.test(prefix))) {
     throw new CliError(`--prefix: "${prefix}" must be non-empty and may not contain { or }`, EXIT.USAGE);
   }
-  let clients: Redis[];
+  let clients: CliClient[];
   let where: string;
   if (options.redlock !== undefined) {
     if (options.url !== undefined) throw new CliError('--url and --redlock exclude each other: give one', EXIT.USAGE);
     const urls = options.redlock.split(',').map((u) => checkUrl(u.trim(), '--redlock'));
     if (urls.length < 2) throw new CliError('--redlock: give at least 2 URLs separated by commas (3 or 5 independent masters)', EXIT.USAGE);
+    const driver = await loadDriver();
     // A minority of nodes may be down: Redlock works on without them.
-    const settled = await Promise.allSettled(urls.map((url) => connectOne(url)));
-    const up = settled.filter((s): s is PromiseFulfilledResult<Redis> => s.status === 'fulfilled').map((s) => s.value);
+    const settled = await Promise.allSettled(urls.map((url) => connectOne(driver, url)));
+    const up = settled.filter((s): s is PromiseFulfilledResult<CliClient> => s.status === 'fulfilled').map((s) => s.value);
     if (up.length <= urls.length / 2) {
-      for (const c of up) c.disconnect();
+      await Promise.all(up.map((c) => c.close()));
       const reasons = settled.flatMap((s) => (s.status === 'rejected' ? [(s.reason as Error).message] : []));
       throw new CliError(`cannot reach a majority of the Redlock nodes: ${reasons.join('; ')}`, EXIT.UNAVAILABLE);
     }
-    clients = settled.map((s, i) =>
-      s.status === 'fulfilled'
-        ? s.value
-        : new Redis(urls[i]!, { maxRetriesPerRequest: 0, retryStrategy: (times: number) => Math.min(times * 100, 1000) }).on('error', () => {}),
-    );
+    clients = settled.map((s, i) => (s.status === 'fulfilled' ? s.value : driver.background(urls[i]!)));
     where = `redlock over ${urls.map(describeUrl).join(', ')}`;
   } else {
     const url = checkUrl(options.url ?? process.env.REDIS_URL ?? DEFAULT_URL, options.url !== undefined ? '--url' : process.env.REDIS_URL ? 'REDIS_URL' : 'the default URL');
-    clients = [await connectOne(url)];
+    clients = [await connectOne(await loadDriver(), url)];
     where = describeUrl(url);
   }
   const locks = createLocks({
-    ...(clients.length === 1 ? { redis: clients[0] } : { redlock: clients }),
+    ...(clients.length === 1 ? { redis: clients[0]!.client } : { redlock: clients.map((c) => c.client) }),
     ...(prefix === undefined ? {} : { prefix }),
     ...(extra.ttl === undefined ? {} : { ttl: extra.ttl }),
     holder: HOLDER,
@@ -121,7 +96,7 @@ export async function connect(options: ConnectionOptions, extra: { ttl?: number 
     where,
     close: async () => {
       await locks.close();
-      await Promise.all(clients.map((c) => c.quit().catch(() => c.disconnect())));
+      await Promise.all(clients.map((c) => c.close()));
     },
   };
 }

@@ -5,7 +5,7 @@ import { isNodeRedis, nodeRedisAdapter } from './node-redis-adapter.js';
 import type { ScriptClient } from './script-client.js';
 
 const EXPECTED_CLIENT =
-  'an ioredis or iovalkey client (new Redis(...)), a node-redis v5 client (createClient(...)) or a Valkey GLIDE GlideClient or GlideClusterClient (await GlideClient.createClient(...))';
+  'an ioredis or iovalkey client (new Redis(...)), a node-redis client (createClient(...)) or a Valkey GLIDE GlideClient or GlideClusterClient (await GlideClient.createClient(...))';
 
 /** Wraps a client the user already has; it is borrowed and never modified or closed. */
 export function adaptClient(client: unknown, option = 'redis'): ScriptClient {

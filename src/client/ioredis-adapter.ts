@@ -57,7 +57,7 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     configGet: (parameter) => client.call('CONFIG', 'GET', parameter),
     connectionId: () => readConnectionId((args) => client.call(args[0]!, ...args.slice(1))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
-    // one random node and hangs for channels of other shards); the duplicate gets it.
+    // one random node and hangs (ioredis 5) or fails (6) for channels of other shards); the duplicate gets it.
     scan: async (match) => {
       const nodes = cluster && client.nodes ? client.nodes('master') : [client];
       const pages = await Promise.all(nodes.map((node) => scanAll((cursor) => node.call('SCAN', cursor, 'MATCH', match, 'COUNT', '1000'))));

@@ -5,7 +5,7 @@ interface ScriptOptions {
   arguments: string[];
 }
 
-/** The parts of a node-redis (v5) client latchkey uses. */
+/** The parts of a node-redis client (5 or 6) latchkey uses. */
 export interface NodeRedisLike {
   evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
   eval(source: string, options: ScriptOptions): Promise<unknown>;

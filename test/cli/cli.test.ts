@@ -5,9 +5,9 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -210,6 +210,67 @@ describe('latchkey status, list, release', () => {
     const secret = await latchkey(['status', 'x', '--url', 'http://user:hunter2@127.0.0.1:1']).done;
     expect(secret.code).toBe(64);
     expect(secret.stderr).not.toContain('hunter2');
+  });
+});
+
+describe('the client the command connects with', () => {
+  it('uses node-redis when LATCHKEY_CLIENT=redis: the lock, the status, and an unreachable Redis (69) as with ioredis', async () => {
+    const env = { LATCHKEY_CLIENT: 'redis' };
+    const run = latchkey(['exec', 'cli:node-redis', ...sh('echo "fence=$LATCHKEY_FENCE"; exit 5')], env);
+    const { code, stdout } = await run.done;
+    expect(code).toBe(5);
+    expect(stdout).toMatch(/^fence=\d+$/m);
+    expect(await raw.exists('latchkey:{cli:node-redis}')).toBe(0);
+    const holder = latchkey(['exec', 'cli:node-redis', ...sh('echo ready; exec sleep 30')], env);
+    await holder.printed('ready');
+    const held = await latchkey(['status', 'cli:node-redis'], env).done;
+    expect(held.code).toBe(0);
+    expect(held.stdout).toContain(`pid ${holder.child.pid}`);
+    holder.child.kill('SIGTERM');
+    expect((await holder.done).code).toBe(143);
+    const down = await latchkey(['status', 'x', '--url', 'redis://127.0.0.1:1'], env).done;
+    expect(down.code).toBe(69);
+    expect(down.stderr.trim()).toMatch(/^latchkey: cannot connect to redis:\/\/127\.0\.0\.1:1: .*ECONNREFUSED/);
+  });
+
+  it.each(['ioredis', 'redis'])('locks by majority over --redlock with %s while one node is down', async (client) => {
+    const second = await RedisServer.start();
+    try {
+      const urls = [url, second.url, 'redis://127.0.0.1:1'].join(',');
+      const run = latchkey(['exec', '--redlock', urls, 'cli:redlock', ...sh('echo "fence=$LATCHKEY_FENCE"')], { LATCHKEY_CLIENT: client });
+      const { code, stdout, stderr } = await run.done;
+      expect(code, stderr).toBe(0);
+      expect(stdout).toMatch(/^fence=\d+$/m);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('refuses an unknown LATCHKEY_CLIENT (64), and says what to install when no client package is there (1)', async () => {
+    const bogus = await latchkey(['status', 'x'], { LATCHKEY_CLIENT: 'valkey' }).done;
+    expect(bogus.code).toBe(64);
+    expect(bogus.stderr.trim()).toBe('latchkey: LATCHKEY_CLIENT: "valkey" is not a client package (expected ioredis or redis)');
+
+    // The built command in a project of its own: its dependencies, but neither ioredis nor redis.
+    const project = mkdtempSync(join(tmpdir(), 'latchkey-cli-bare-'));
+    mkdirSync(join(project, 'latchkey', 'dist'), { recursive: true });
+    copyFileSync(CLI, join(project, 'latchkey', 'dist', 'cli.js'));
+    copyFileSync(fileURLToPath(new URL('../../package.json', import.meta.url)), join(project, 'latchkey', 'package.json'));
+    mkdirSync(join(project, 'node_modules'));
+    const { dependencies } = JSON.parse(readFileSync(join(project, 'latchkey', 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    for (const dependency of Object.keys(dependencies)) {
+      mkdirSync(dirname(join(project, 'node_modules', dependency)), { recursive: true });
+      symlinkSync(realpathSync(fileURLToPath(new URL(`../../node_modules/${dependency}`, import.meta.url))), join(project, 'node_modules', dependency));
+    }
+    const bare = spawn(process.execPath, [join(project, 'latchkey', 'dist', 'cli.js'), 'status', 'x'], { env: { ...process.env, REDIS_URL: url } });
+    let stderr = '';
+    bare.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const [exitCode] = await once(bare, 'exit');
+    rmSync(project, { recursive: true, force: true });
+    expect(exitCode).toBe(1);
+    expect(stderr.trim()).toBe(
+      'latchkey: latchkey needs a Redis client installed beside it, ioredis or redis: npm install ioredis (with npx: npx -p latchkey -p ioredis latchkey …)',
+    );
   });
 });
 

@@ -7,9 +7,10 @@ import { Cluster, Redis } from 'ioredis';
 import { Valkey } from 'iovalkey';
 import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll } from 'vitest';
-import { createClient, createCluster } from 'redis';
+import { createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
 import { lockKeys, semaphoreKeys, type SemaphoreKind } from '../../src/keys.js';
+import { IOREDIS_6, NODE_REDIS_6, type IoredisCell, type IoredisFamilyClient, type NodeRedisCell } from './client-cells.js';
 import type { RedisCluster } from './redis-cluster.js';
 import { RedisServer } from './redis-server.js';
 
@@ -46,12 +47,29 @@ export interface BackendHarness {
 }
 
 /** A connection of the harness's own, or a manager's: what a stall is sent on. */
-type Connection = Redis | Cluster | Valkey;
+type Connection = Cluster | IoredisFamilyClient;
 
 /** Holds writes on every master the connection reaches, for `ms` (see {@link BackendHarness.stall}). */
 async function pauseWrites(connection: Connection, ms: number): Promise<void> {
-  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
-  await Promise.all(nodes.map((node) => node.call('CLIENT', 'PAUSE', String(ms), 'WRITE')));
+  const nodes: IoredisFamilyClient[] = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  await Promise.all(
+    nodes.map(async (node) => {
+      await readyFirst(node);
+      await node.call('CLIENT', 'PAUSE', String(ms), 'WRITE');
+    }),
+  );
+}
+
+/**
+ * Resolves once an ioredis connection is ready. Before that, ioredis writes CLIENT commands (one of
+ * its handshake commands) at once, but holds every other command in its offline queue until the
+ * ready check passes: a CLIENT PAUSE sent on a manager's new connection overtook the manager's
+ * first script and held it (the give-up contract's "later attempt" tests then saw one attempt, not
+ * two: 1 run in 20 or so). ioredis announces 'ready' on the next tick, after it wrote the queue.
+ */
+async function readyFirst(node: IoredisFamilyClient): Promise<void> {
+  if (node.status === undefined || node.status === 'ready') return;
+  await new Promise<void>((resolve) => node.once('ready', () => resolve()));
 }
 
 /** A write that touches no key (PUBLISH, which a write pause holds): queued behind the writes held before it. */
@@ -140,8 +158,8 @@ function redisHarness(
 }
 
 /** One new client per manager, quit at the end (ioredis and its fork iovalkey). */
-function clientPerManagerHarness(label: string, server: RedisServer, make: () => Redis | Valkey, settings?: LocksSettings): BackendHarness {
-  const clients: (Redis | Valkey)[] = [];
+function clientPerManagerHarness(label: string, server: RedisServer, make: () => IoredisFamilyClient, settings?: LocksSettings): BackendHarness {
+  const clients: IoredisFamilyClient[] = [];
   return redisHarness(
     label,
     rawClient(server),
@@ -151,7 +169,7 @@ function clientPerManagerHarness(label: string, server: RedisServer, make: () =>
       return client;
     },
     () => Promise.all(clients.map((c) => c.quit())),
-    { ...(settings && { settings }), pauseOn: (client, ms) => pauseWrites(client as Redis | Valkey, ms) },
+    { ...(settings && { settings }), pauseOn: (client, ms) => pauseWrites(client as IoredisFamilyClient, ms) },
   );
 }
 
@@ -169,21 +187,23 @@ function pooledHarness<C>(
   return redisHarness(label, raw, (index) => pool[index % pool.length], () => close(pool), pauseOn ? { pauseOn: (client, ms) => pauseOn(client as C, ms) } : {});
 }
 
-export async function ioredisHarness(server: RedisServer): Promise<BackendHarness> {
-  return clientPerManagerHarness('redis via ioredis', server, () => new Redis(server.port, '127.0.0.1'));
+/** One ioredis client per manager, of the client × protocol cell `cell` (default: ioredis 6 as it comes). */
+export async function ioredisHarness(server: RedisServer, cell: IoredisCell = IOREDIS_6): Promise<BackendHarness> {
+  return clientPerManagerHarness(`redis via ${cell.label}`, server, () => cell.make(server.port));
 }
 
-export async function nodeRedisHarness(server: RedisServer): Promise<BackendHarness> {
+/** A pool of node-redis clients of the cell `cell` (default: node-redis 6 as it comes), shared by the managers. */
+export async function nodeRedisHarness(server: RedisServer, cell: NodeRedisCell = NODE_REDIS_6): Promise<BackendHarness> {
   const pool = await Promise.all(
     Array.from({ length: 4 }, async () => {
-      const client = createClient({ url: server.url });
+      const client = cell.make(server.url);
       client.on('error', () => {});
       await client.connect();
       return client;
     }),
   );
   return pooledHarness(
-    'redis via node-redis',
+    `redis via ${cell.label}`,
     rawClient(server),
     pool,
     (clients) => Promise.all(clients.map((c) => c.close())),

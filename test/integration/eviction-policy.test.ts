@@ -3,7 +3,7 @@
  * logger and the `evictionPolicy` hook, once per server, only when someone listens, and skipped
  * (never failing a lock) when CONFIG GET is refused. On real redis-server processes.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { checkEvictionPolicy, createLocks, type EvictionPolicyEvent, type Logger } from '../../src/index.js';
@@ -23,7 +23,7 @@ async function server(policy: string): Promise<RedisServer> {
   return s;
 }
 
-const client = (s: RedisServer, options: RedisOptions = {}): Redis =>
+const client = (s: RedisServer, options: { username?: string; password?: string } = {}): Redis =>
   new Redis(s.port, '127.0.0.1', { maxRetriesPerRequest: 1, ...options });
 
 const silentLogger = (): Logger & { warn: ReturnType<typeof vi.fn> } => ({ debug: vi.fn(), info: vi.fn(), warn: vi.fn(), error: vi.fn() });

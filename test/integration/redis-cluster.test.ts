@@ -54,6 +54,26 @@ describe('Redis Cluster', () => {
     await Promise.all(after.map((lease) => lease!.release()));
   });
 
+  it('a grant message the lock does not back (a waiter heard it on a replica, the release passed it over) only wakes the waiter', async () => {
+    const prefix = uniquePrefix();
+    const [a, b] = [manager({ prefix }), manager({ prefix, recheck: 60_000 })];
+    const holder = await a.acquire('heard', { ttl: 10_000 });
+    const waiting = b.acquire('heard', { wait: 10_000 });
+    const keys = lockKeys(prefix, 'heard');
+    const master = await cluster.masterForKey(keys.lock);
+    let member: string | undefined;
+    while (!(member = ((await master.call('ZRANGE', keys.queue, '0', '0')) as string[])[0])) await new Promise((r) => setTimeout(r, 2));
+    // What the release sends to a waiter it grants the lock to, but the lock is still the holder's.
+    const managerId = member.slice(0, member.lastIndexOf(':'));
+    expect(await master.call('SPUBLISH', `${keys.lock}:inbox:${managerId}`, `${member} 42`)).toBe(1);
+    await holder.release();
+    const next = await waiting;
+    expect(next.fence).not.toBe(42);
+    expect(next.fence).toBeGreaterThan(holder.fence);
+    expect(await master.call('GET', keys.lock)).not.toBeNull();
+    await next.release();
+  });
+
   it('keeps renewed leases and serves waiters across a failover of one master', async () => {
     const prefix = uniquePrefix();
     const byMaster = await namesByMaster(prefix, 30);

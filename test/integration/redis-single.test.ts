@@ -433,7 +433,7 @@ describe('the borrowed client', () => {
     const holder = await other.acquire('reset', { ttl: 30_000 });
     const waiting = locks.acquire('reset', { wait: 10_000 });
     await expect.poll(async () => redis.raw.pubsub('CHANNELS', `${prefix}inbox:*`), { timeout: 2000, interval: 10 }).toHaveLength(1);
-    await redis.raw.client('KILL', 'TYPE', 'pubsub');
+    await redis.raw.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
     await holder.release(); // published while the subscriber is reconnecting: the message is lost
     const started = performance.now();
     const lease = await waiting;

@@ -17,7 +17,7 @@ async function invalid(run: () => unknown, option: string, mentions: RegExp): Pr
 
 describe('createLocks options', () => {
   it('refuses a client that is not a Redis client', async () => {
-    await invalid(() => createLocks({ redis: { get: () => 1 } }), 'redis', /ioredis or iovalkey client.*node-redis v5 client.*Valkey GLIDE GlideClient or GlideClusterClient.*got an object/);
+    await invalid(() => createLocks({ redis: { get: () => 1 } }), 'redis', /ioredis or iovalkey client.*node-redis client.*Valkey GLIDE GlideClient or GlideClusterClient.*got an object/);
     await invalid(() => createLocks({ redis: 'redis://localhost' }), 'redis', /got "redis:\/\/localhost"/);
   });
 

@@ -1,0 +1,4 @@
+import { NODE_REDIS_6_RESP2 } from '../helpers/client-cells.js';
+import { clientCellContract } from './client-cell-contract.js';
+
+clientCellContract(NODE_REDIS_6_RESP2);
