@@ -86,7 +86,8 @@ export class InboxListener {
     const waiter = this.#waiting.get(member);
     if (!waiter) return;
     if (fence === 0) {
-      // Redlock: a node freed the lock; the waiter asks the quorum again.
+      // A wake-up, not a grant: a Redlock node freed the lock (the waiter asks the quorum again),
+      // or a grant on Cluster, which the waiter confirms with its own attempt (see openLockInbox).
       waiter.woken = true;
       if (!waiter.jitter) waiter.wake?.();
       return;
