@@ -55,36 +55,45 @@ export class Deadlines {
 /** The deadlines of calls bounded by {@link settleBy}, on one timer. */
 const bounded = new Deadlines();
 
+/** What else a call bounded by {@link settleBy} does. */
+export interface SettleOptions<T> {
+  /** Sees a value that arrives after the call stopped being waited for (the deadline, or a stop). */
+  readonly late?: (value: T) => void;
+  /** Sees every rejection of the call, on time or late. */
+  readonly failed?: (error: unknown) => void;
+  /** Given a `cancel` that ends the wait at once with its reason while it waits; undefined after. */
+  readonly stoppable?: { cancel: ((reason: unknown) => void) | undefined };
+}
+
 /**
- * Settles as `promise` does, unless the monotonic time `at` (performance.now() ms) comes first:
- * it then rejects with `expire()`, and `late` sees a value that arrives after that. For calls to a
- * Redis that may not answer: latchkey stops waiting on its own clock, whatever the client's retry
- * settings, and still learns what a late reply did.
+ * Settles as `promise` does, unless the monotonic time `at` (performance.now() ms; Infinity: no
+ * deadline) comes first, or a stop: it then rejects with `expire()` (or the stop's reason), and
+ * `late` sees a value that arrives after that. For calls to a Redis that may not answer: latchkey
+ * stops waiting on its own clock, whatever the client's retry settings, and still learns what a
+ * late reply did. One promise and one entry on a shared timer: the hot path pays for no more.
  */
-export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error, late?: (value: T) => void): Promise<T> {
+export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error, options?: SettleOptions<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let done = false;
-    const deadline: Deadline = {
-      at,
-      expire: () => {
-        if (done) return;
-        done = true;
-        reject(expire());
-      },
+    const stoppable = options?.stoppable;
+    const end = (): boolean => {
+      if (done) return false;
+      done = true;
+      if (deadline) bounded.delete(deadline);
+      if (stoppable) stoppable.cancel = undefined;
+      return true;
     };
-    bounded.watch(deadline);
+    const deadline: Deadline | undefined = at === Infinity ? undefined : { at, expire: () => end() && reject(expire()) };
+    if (deadline) bounded.watch(deadline);
+    if (stoppable) stoppable.cancel = (reason) => end() && reject(reason);
     promise.then(
       (value) => {
-        if (done) return late?.(value);
-        done = true;
-        bounded.delete(deadline);
-        resolve(value);
+        if (end()) resolve(value);
+        else options?.late?.(value);
       },
       (error: unknown) => {
-        if (done) return;
-        done = true;
-        bounded.delete(deadline);
-        reject(error);
+        options?.failed?.(error);
+        if (end()) reject(error);
       },
     );
   });

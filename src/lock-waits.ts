@@ -54,17 +54,12 @@ export class LockWaits {
       deadline: started + wait,
       state: 'queued',
     });
-    if (signal) {
-      const onAbort = (): void => this.#stop(queue, waiter, signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      waiter.detach = () => signal.removeEventListener('abort', onAbort);
-    }
+    waiter.listenTo(signal, (reason) => this.#stop(queue, waiter, reason));
     queue.waiters.push(waiter);
     if (!queue.holder && queue.waiters.length === 1) {
       // Nobody of this process holds or waits for the lock: try at once (the common, uncontended
       // case). Callers arriving meanwhile queue behind.
       waiter.state = 'active';
-      ctx.inbox.add(waiter.member, waiter);
       let first: Attempt;
       try {
         first = await waiter.attempt();
@@ -181,7 +176,6 @@ export class LockWaits {
 
   /** The head's wait in the backend, from its probe's attempt (`first`) or from scratch; it leaves the queue either way. */
   async #serve(queue: KeyQueue, head: Waiter, first?: Attempt): Promise<Lease> {
-    this.#ctx.inbox.add(head.member, head);
     let grant: Grant;
     try {
       grant = await head.waitRemotely(first);

@@ -103,12 +103,7 @@ export class Permits {
       return null;
     }
     const waiter = new Waiter(ctx, { keys, member: ctx.nextMember(), token, ttl, renew, strategy, started, deadline: started + wait, state: 'active' });
-    if (signal) {
-      const onAbort = (): void => waiter.requestStop(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      waiter.detach = () => signal.removeEventListener('abort', onAbort);
-    }
-    ctx.inbox.add(waiter.member, waiter);
+    waiter.listenTo(signal, (reason) => waiter.requestStop(reason));
     this.#waiters.add(waiter);
     try {
       // The first attempt queues at once when the inbox already listens for this semaphore

@@ -78,22 +78,30 @@ function withinConnectTimeout<T>(connecting: Promise<T>, lastError: () => unknow
   return Promise.race([connecting, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * Connects `client` within {@link CONNECT_TIMEOUT}; when it cannot, drops it and rejects with the
+ * connection's own error (ECONNREFUSED, a TLS or AUTH failure), which says more than "Connection
+ * is closed".
+ */
+async function connectOrDrop(client: { on(event: 'error', listener: (error: unknown) => void): unknown; connect(): Promise<unknown> }, drop: () => void): Promise<void> {
+  let lastError: unknown;
+  client.on('error', (error: unknown) => {
+    lastError = error;
+  });
+  try {
+    await withinConnectTimeout(client.connect(), () => lastError);
+  } catch (error) {
+    drop();
+    throw lastError ?? error;
+  }
+}
+
 function ioredisDriver({ Redis }: Ioredis): CliDriver {
   return {
     name: 'ioredis',
     async connect(url) {
       const client = new Redis(url, { lazyConnect: true, connectTimeout: CONNECT_TIMEOUT, maxRetriesPerRequest: 2, retryStrategy: backoff });
-      let lastError: unknown;
-      client.on('error', (error: unknown) => {
-        lastError = error;
-      });
-      try {
-        await withinConnectTimeout(client.connect(), () => lastError);
-      } catch (error) {
-        client.disconnect();
-        // The connection's own error (ECONNREFUSED, a TLS or AUTH failure) says more than "Connection is closed".
-        throw lastError ?? error;
-      }
+      await connectOrDrop(client, () => client.disconnect());
       return { client, close: () => quitOrForce(() => client.quit(), () => client.disconnect()) };
     },
     background(url) {
@@ -119,16 +127,9 @@ function nodeRedisDriver({ createClient }: NodeRedis): CliDriver {
       let connected = false;
       // No retry before the first connection: it fails with the connection's own error, at once.
       const client = make(url, () => connected);
-      let lastError: unknown;
-      client.on('error', (error: unknown) => {
-        lastError = error;
-      });
-      try {
-        await withinConnectTimeout(client.connect(), () => lastError);
-      } catch (error) {
+      await connectOrDrop(client, () => {
         if (client.isOpen) client.destroy();
-        throw lastError ?? error;
-      }
+      });
       connected = true;
       return { client, close: closer(client) };
     },

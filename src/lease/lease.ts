@@ -196,16 +196,9 @@ export class Lease implements AsyncDisposable {
       const sentAt = now();
       // Not waited for past the lease's validity (a Redis that does not answer): the lease is
       // lost then, and an extend that succeeds later is given back.
-      const { backend } = this.#context;
-      const extending = backend.extend(this.#keys, this.#token, ttl);
-      const reply = backend.boundsCalls ? await extending : await settleBy(
-        extending,
-        this.#validUntil,
-        () => this.#unreachable('extend'),
-        (late) => {
-          if (late === 'ok') void this.#giveBack();
-        },
-      );
+      const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl), 'extend', (late) => {
+        if (late === 'ok') void this.#giveBack();
+      });
       this.#afterOwnershipReply(reply);
       this.#noticeExpiry();
       // Extended in the backend, but the lease counts as lost (its validity ran out before the
@@ -229,11 +222,11 @@ export class Lease implements AsyncDisposable {
     this.#releasing ??= (async () => {
       this.#watchdog?.stop();
       // A lease whose validity ran out is lost, though nothing watched it run out. Its key may
-      // still hold our token (it expires in the backend later than our validity ends): the
-      // release below still deletes it, and passes the lock on, before the loss is reported.
+      // still hold our token (it expires in the backend later than our validity ends): it is
+      // still released (which passes the lock on), and the loss reported once a live Redis
+      // confirms it, or after GIVE_BACK_WAIT ms at the latest.
       this.#noticeExpiry();
       if (this.#state === 'lost') {
-        // Known lost: the caller learns it at once (or as soon as a live Redis confirms the give-back).
         await settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.#lostError!).catch(() => {});
         throw this.#lostError;
       }
@@ -241,8 +234,7 @@ export class Lease implements AsyncDisposable {
       try {
         // Not waited for past the lease's validity: the lease is lost then (the release may
         // still run when Redis answers: it deletes only our token).
-        const releasing = this.#context.release(this, this.#keys, this.#token);
-        reply = this.#context.backend.boundsCalls ? await releasing : await settleBy(releasing, this.#validUntil, () => this.#unreachable('release'));
+        reply = await this.#withinValidity(this.#context.release(this, this.#keys, this.#token), 'release');
       } catch (error) {
         if (this.#lostError) throw this.#lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
@@ -300,18 +292,30 @@ export class Lease implements AsyncDisposable {
   }
 
   /**
+   * A call to the backend, not waited for past the lease's validity (a Redis that does not
+   * answer): the lease is lost then, with an UnreachableError as the cause, and `late` sees the
+   * reply if it comes. A backend that bounds its own calls needs no deadline.
+   */
+  #withinValidity(call: Promise<OwnershipReply>, operation: string, late?: (reply: OwnershipReply) => void): Promise<OwnershipReply> {
+    const { backend } = this.#context;
+    if (backend.boundsCalls) return call;
+    return settleBy(
+      call,
+      this.#validUntil,
+      () => {
+        const cause = new UnreachableError(operation, `the ${operation} of lease on "${this.key}"`, backend.server, now() - this.#acquiredAt);
+        this.#lose(this.#lossFor('unreachable', cause));
+        return this.#lostError!;
+      },
+      late && { late },
+    );
+  }
+
+  /**
    * Deletes the key if it still holds our token, for a lease that counts as lost but may still
    * hold it (an extend that succeeded too late). A plain release in the backend, never a hand-off
    * to a waiter of this process; if it fails, the key expires by its TTL.
    */
-  /** The lease's validity ran out while `operation` waited for Redis: it is lost, and the loss is the error. */
-  #unreachable(operation: string): LeaseLostError {
-    const waited = now() - this.#acquiredAt;
-    const cause = new UnreachableError(operation, `the ${operation} of lease on "${this.key}"`, this.#context.backend.server, waited);
-    this.#lose(this.#lossFor('unreachable', cause));
-    return this.#lostError!;
-  }
-
   async #giveBack(): Promise<void> {
     await this.#context.backend.release(this.#keys, this.#token).catch(() => {});
   }

@@ -87,12 +87,12 @@ export class Waiter implements Listener, AttemptLimit {
   timer: NodeJS.Timeout | undefined = undefined;
   /** The caller's async context, for a waiter that may be served from another's (a hand-off, a release that pumps the queue). */
   scope: AsyncResource | undefined = undefined;
-  /** Removes the caller's abort listener. */
-  detach: (() => void) | undefined = undefined;
   /** Settles the caller's promise (a lock's waiter; a semaphore's wait returns instead). */
   resolve: (lease: Lease) => void = () => {};
   reject: (error: unknown) => void = () => {};
   readonly #context: WaitContext;
+  /** Removes the caller's abort listener. */
+  #detach: (() => void) | undefined = undefined;
   /** Resolves {@link Waiter.whenDone}, once someone asked. */
   #done: (() => void) | undefined = undefined;
 
@@ -128,6 +128,14 @@ export class Waiter implements Listener, AttemptLimit {
     return new UnreachableError('acquire', what, this.#context.backend.server, waited);
   }
 
+  /** Calls `stop` with the signal's reason when the caller's signal aborts, until the exit. */
+  listenTo(signal: AbortSignal | undefined, stop: (reason: unknown) => void): void {
+    if (!signal) return;
+    const onAbort = (): void => stop(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.#detach = () => signal.removeEventListener('abort', onAbort);
+  }
+
   /** Asks an active wait to end (a stop): its loop or its attempt in flight ends with `reason`, and then exits. */
   requestStop(reason: unknown): void {
     if (this.state === 'done' || this.stop) return;
@@ -142,6 +150,8 @@ export class Waiter implements Listener, AttemptLimit {
    */
   async attempt(): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
+    // Heard by the inbox from its first attempt (a grant or a wake-up can only follow one) until the exit.
+    inbox.add(this.member, this);
     const listening = this.strategy === 'notify' && inbox.listening(this.keys);
     // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
     if (listening) this.queuedRemotely = true;
@@ -243,8 +253,8 @@ export class Waiter implements Listener, AttemptLimit {
     this.state = 'done';
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.detach?.();
-    this.detach = undefined;
+    this.#detach?.();
+    this.#detach = undefined;
     const { backend, inbox } = this.#context;
     inbox.delete(this.member);
     if (this.inboxJoined) {

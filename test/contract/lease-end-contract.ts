@@ -9,9 +9,10 @@
  * default factor the window is 1 % of the TTL plus 2 ms, and the same happens when the release
  * lands in it.)
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, type Lease, type Locks } from '../../src/index.js';
-import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError, type Lease } from '../../src/index.js';
+import type { BackendHarness } from '../helpers/harness.js';
+import { contractHarness } from './contract-harness.js';
 import { aborted } from './lock-contract.js';
 
 /** The holder's managers: validity ends at `sentAt + ttl / 2 - 2 ms`, the key expires at `sentAt + ttl` at the earliest. */
@@ -29,23 +30,12 @@ export async function pastValidity(lease: Lease): Promise<void> {
 }
 
 export function leaseEndContract(makeHarness: () => Promise<BackendHarness>): void {
-  let h: BackendHarness;
-  let prefix: string;
-  const locks = (settings: Parameters<BackendHarness['locks']>[0] = {}): Locks => h.locks({ prefix, ...settings });
-
-  beforeAll(async () => {
-    h = await makeHarness();
-  });
-  afterAll(async () => {
-    await h.close();
-  });
-  const fresh = (): void => {
-    prefix = uniquePrefix();
-  };
+  const c = contractHarness(makeHarness);
+  const { locks, fresh } = c;
   /** Resolves once a waiter is queued for the lock in the backend (polls: no public event announces it). */
   const queued = async (name: string): Promise<void> => {
     const end = performance.now() + 5000;
-    while ((await h.queued(prefix, name)) < 1) {
+    while ((await c.h.queued(c.prefix, name)) < 1) {
       if (performance.now() > end) throw new Error(`no waiter queued for "${name}" within 5 s`);
       await new Promise((r) => setTimeout(r, 2));
     }

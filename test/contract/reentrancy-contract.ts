@@ -4,9 +4,10 @@
  * Every backend that hands a released lock on and has semaphores runs it: one Redis through
  * ioredis and node-redis, and the in-memory store.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, LockTimeoutError, type Lease, type Locks } from '../../src/index.js';
-import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError, LockTimeoutError, type Lease } from '../../src/index.js';
+import type { BackendHarness } from '../helpers/harness.js';
+import { contractHarness } from './contract-harness.js';
 import { aborted } from './lock-contract.js';
 
 /** A promise and the function that resolves it: for steps of a test that wait for each other. */
@@ -17,30 +18,19 @@ function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void } {
 }
 
 export function reentrancyContract(makeHarness: () => Promise<BackendHarness>): void {
-  let h: BackendHarness;
-  let prefix: string;
-  const locks = (settings: Parameters<BackendHarness['locks']>[0] = {}): Locks => h.locks({ prefix, ...settings });
-
-  beforeAll(async () => {
-    h = await makeHarness();
-  });
-  afterAll(async () => {
-    await h.close();
-  });
-  const fresh = (): void => {
-    prefix = uniquePrefix();
-  };
+  const c = contractHarness(makeHarness);
+  const { locks, fresh } = c;
   /** Resolves once a waiter is queued for the read-write lock `name` in the backend (polls: no public event announces it). */
   const writerQueued = async (name: string): Promise<void> => {
     const end = performance.now() + 5000;
-    while ((await h.semaphoreQueued(prefix, name, 'rw')) < 1) {
+    while ((await c.h.semaphoreQueued(c.prefix, name, 'rw')) < 1) {
       if (performance.now() > end) throw new Error(`no waiter queued for read-write lock "${name}" within 5 s`);
       await new Promise((r) => setTimeout(r, 2));
     }
   };
   /** Deletes `name` behind its holder's back and has `lease` find out (its extend rejects with the loss). */
   const loseNow = async (name: string, lease: Lease): Promise<LeaseLostError> => {
-    await h.forceDelete(prefix, name);
+    await c.h.forceDelete(c.prefix, name);
     const error = await lease.extend().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LeaseLostError);
     return error as LeaseLostError;
@@ -144,7 +134,7 @@ export function reentrancyContract(makeHarness: () => Promise<BackendHarness>): 
       expect(single).toMatchObject({ code: 'LEASE_LOST', key: 'p' });
       const multi = await plain
         .withLocks(['q', 'r'], async (all) => {
-          await h.forceDelete(prefix, 'q');
+          await c.h.forceDelete(c.prefix, 'q');
           await all.extend(); // rejects with q's loss
         })
         .catch((e: unknown) => e);
@@ -187,7 +177,7 @@ export function reentrancyContract(makeHarness: () => Promise<BackendHarness>): 
         const bEnded = b.catch((e: unknown) => e); // it rejects with the loss before the test looks
         endK.open(); // A's k scope ends: B gets k
         await bHasK.promise;
-        await h.forceDelete(prefix, 'k'); // B's watchdog finds k gone at its next renewal
+        await c.h.forceDelete(c.prefix, 'k'); // B's watchdog finds k gone at its next renewal
         const { result } = await heard.promise;
         endX.open();
         await a;
