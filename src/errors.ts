@@ -99,7 +99,8 @@ export class LeaseLostError extends LockError {
   readonly fence: number;
   readonly reason: LeaseLostReason;
   constructor(key: string, fence: number, reason: LeaseLostReason, options?: { cause?: unknown }) {
-    super('LEASE_LOST', `Lease on lock "${key}" (fence ${fence}) is lost: ${LOST_TEXT[reason]}.`, options);
+    const cause = options?.cause instanceof Error ? ` Cause: ${options.cause.message}` : '';
+    super('LEASE_LOST', `Lease on lock "${key}" (fence ${fence}) is lost: ${LOST_TEXT[reason]}.${cause}`, options);
     this.name = 'LeaseLostError';
     this.key = key;
     this.fence = fence;

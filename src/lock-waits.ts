@@ -159,7 +159,7 @@ export class LockWaits {
     }
     const token = this.#ctx.tokens.next();
     const sentAt = now();
-    const reply = await attempt(backend, keys, token, call.ttl, undefined, onceLimit(keys, call.ttl, backend.server));
+    const reply = await attempt(backend, keys, token, call.ttl, undefined, onceLimit(keys, call.ttl, backend));
     if (!reply.acquired) {
       if (trace) trace.contended = true;
       if (reply.outcome && undecided(reply.outcome)) throw new QuorumError(keys.name, reply.outcome);

@@ -94,7 +94,7 @@ export class Permits {
     const token = ctx.tokens.next();
     const started = now();
     if (once) {
-      const reply = await attempt(ctx.backend, keys, token, ttl, undefined, onceLimit(keys, ttl, ctx.backend.server));
+      const reply = await attempt(ctx.backend, keys, token, ttl, undefined, onceLimit(keys, ttl, ctx.backend));
       if (reply.acquired && validUntil(started, ttl, ctx.driftFactor) > now()) {
         return this.#lease(keys, token, ttl, renew, { fence: reply.fence, sentAt: started, replicated: reply.replicated });
       }

@@ -92,6 +92,8 @@ export interface Backend {
   readonly name: string;
   /** The server as `host:port`, when known (one Redis), for messages about a server that does not answer. */
   readonly server?: string | undefined;
+  /** The last connection error the client reported and has not recovered from, if any (the cause of an UnreachableError). */
+  lastError?(): Error | undefined;
   /**
    * Whether a release can pass the lock on by itself: hand it to a waiter of the releasing
    * process, or grant it to a queued waiter. False for Redlock, where one node cannot decide

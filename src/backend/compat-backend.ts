@@ -57,6 +57,7 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
   return {
     name: `redis compat ${mode}${ready ? ` (${ready.driver})` : ''}`,
     server,
+    lastError: () => ready?.lastError?.(),
     handsOff: false,
     semaphores: false, // the mode is for legacy lock keys; a semaphore has no legacy counterpart
     async acquire(keys, token, ttl, queue) {

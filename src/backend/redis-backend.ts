@@ -172,6 +172,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   return {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     server: options.server,
+    lastError: () => ready?.lastError?.(),
     handsOff: !wake,
     semaphores: true,
     get resends() {

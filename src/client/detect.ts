@@ -34,8 +34,11 @@ export async function connectUrl(url: string): Promise<ScriptClient> {
     const client = createClient({ url });
     if (!isNodeRedis(client)) throw new InvalidOptionError('url', EXPECTED_CLIENT, client);
     client.on('error', () => {});
-    await client.connect();
-    return nodeRedisAdapter(client, true);
+    const adapter = nodeRedisAdapter(client, true); // it records the connection errors from here on
+    // Not waited for: commands sent meanwhile queue until it is open, and latchkey bounds its own
+    // waits; a Redis that is down is then reported as unreachable, with the connection's error.
+    client.connect().catch(() => {});
+    return adapter;
   }
   throw new InvalidOptionError('url', 'the "ioredis" or "redis" package to be installed (npm install ioredis)', url);
 }
@@ -63,7 +66,7 @@ export function addressOf(clientOrUrl: unknown): string | undefined {
   }
   const options = (clientOrUrl as { options?: { host?: unknown; port?: unknown; url?: unknown; socket?: { host?: unknown; port?: unknown } } })
     ?.options;
-  if (!options) return undefined;
+  if (!options) return glideAddress(clientOrUrl);
   if (typeof options.host === 'string' && typeof options.port === 'number') return `${options.host}:${options.port}`;
   if (typeof options.url === 'string') return addressOf(options.url);
   const socket = options.socket;
@@ -71,4 +74,11 @@ export function addressOf(clientOrUrl: unknown): string | undefined {
     return `${typeof socket.host === 'string' ? socket.host : 'localhost'}:${typeof socket.port === 'number' ? socket.port : 6379}`;
   }
   return undefined;
+}
+
+/** A GLIDE client's first address: it keeps the options it was created with as `config` (not a typed field: read defensively). */
+function glideAddress(client: unknown): string | undefined {
+  const first = (client as { config?: { addresses?: { host?: unknown; port?: unknown }[] } } | undefined)?.config?.addresses?.[0];
+  if (!first || typeof first.host !== 'string') return undefined;
+  return `${first.host}:${typeof first.port === 'number' ? first.port : 6379}`;
 }

@@ -1,4 +1,5 @@
 import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
+import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
@@ -15,6 +16,8 @@ export interface IoredisLike {
   /** The connection's socket (a `Redis` client's; a `Cluster` has none). */
   stream?: Partial<CorkableStream>;
   on(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener?(event: string, listener: (...args: never[]) => void): unknown;
+  listenerCount?(event: string): number;
   subscribe(...channels: string[]): Promise<unknown>;
   unsubscribe(...channels: string[]): Promise<unknown>;
   ssubscribe(...channels: string[]): Promise<unknown>;
@@ -31,6 +34,7 @@ export function isIoredis(client: unknown): client is IoredisLike {
 
 export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClient {
   const cluster = client.isCluster === true;
+  const errors = connectionErrors(client, owned);
   // A Cluster routes each command to a node's own connection: its writes are not coalesced.
   const coalesce = cluster
     ? () => {}
@@ -65,17 +69,21 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     },
     createSubscriber: async () =>
       cluster
-        ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true)
-        : ioredisSubscriber(client.duplicate(), false),
+        ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true, errors)
+        : ioredisSubscriber(client.duplicate(), false, errors),
+    lastError: errors.last,
     close: async () => {
+      errors.detach();
       if (owned) await quitOrForce(() => client.quit(), () => client.disconnect());
     },
   };
 }
 
-async function ioredisSubscriber(sub: IoredisLike, sharded: boolean): Promise<SubscriberConnection> {
-  // A subscriber we own: its errors are reported through reconnects, never as an unhandled 'error' event.
+async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: ConnectionErrors): Promise<SubscriberConnection> {
+  // A subscriber we own: its errors are reported through reconnects and as an UnreachableError's
+  // cause, never as an unhandled 'error' event.
   sub.on('error', () => {});
+  const unwatch = errors.watch(sub);
   let connectedOnce = false;
   const reconnectListeners: Array<() => void> = [];
   sub.on('ready', () => {
@@ -95,6 +103,9 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean): Promise<Su
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
-    close: () => quitOrForce(() => sub.quit(), () => sub.disconnect()),
+    close: () => {
+      unwatch();
+      return quitOrForce(() => sub.quit(), () => sub.disconnect());
+    },
   };
 }

@@ -1,3 +1,4 @@
+import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
@@ -17,6 +18,8 @@ export interface NodeRedisLike {
   destroy?(): void;
   isOpen?: boolean;
   on(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener?(event: string, listener: (...args: never[]) => void): unknown;
+  listenerCount?(event: string): number;
   subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
   unsubscribe(channel: string): Promise<unknown>;
   sSubscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
@@ -40,6 +43,8 @@ async function closeClient(client: NodeRedisLike): Promise<void> {
 
 export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptClient {
   const cluster = typeof client.getSlotMaster === 'function';
+  // A node-redis client always has an 'error' listener of its user's (an unhandled one would crash the process).
+  const errors = connectionErrors(client, owned);
   /** A raw command on the client (called as its method). */
   const send = (args: string[]): Promise<unknown> => (client.sendCommand as (args: string[]) => Promise<unknown>)(args);
   return {
@@ -60,16 +65,19 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
       );
       return pages.flat();
     },
-    createSubscriber: async () => nodeRedisSubscriber(client.duplicate(), cluster),
+    createSubscriber: async () => nodeRedisSubscriber(client.duplicate(), cluster, errors),
+    lastError: errors.last,
     close: async () => {
+      errors.detach();
       if (owned) await closeClient(client);
     },
   };
 }
 
-async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean): Promise<SubscriberConnection> {
+async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors: ConnectionErrors): Promise<SubscriberConnection> {
   // A connection we own: an unhandled 'error' event would crash the process.
   sub.on('error', () => {});
+  const unwatch = errors.watch(sub);
   let connectedOnce = false;
   const reconnectListeners: Array<() => void> = [];
   const messageListeners: Array<(channel: string, message: string) => void> = [];
@@ -103,6 +111,9 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean): Promis
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
-    close: () => closeClient(sub),
+    close: () => {
+      unwatch();
+      return closeClient(sub);
+    },
   };
 }

@@ -39,6 +39,11 @@ export interface ScriptClient {
   scan(match: string): Promise<string[]>;
   /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
   createSubscriber(): Promise<SubscriberConnection>;
+  /**
+   * The last connection error the client or latchkey's subscriber reported and has not recovered
+   * from (connect ECONNREFUSED, say), for the cause of an UnreachableError. Optional.
+   */
+  lastError?(): Error | undefined;
   /** Close the connection: only for clients latchkey created itself (`{ url }`); a borrowed client is left open. */
   close(): Promise<void>;
 }

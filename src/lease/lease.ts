@@ -303,8 +303,7 @@ export class Lease implements AsyncDisposable {
       call,
       this.#validUntil,
       () => {
-        const cause = new UnreachableError(operation, `the ${operation} of lease on "${this.key}"`, backend.server, now() - this.#acquiredAt);
-        this.#lose(this.#lossFor('unreachable', cause));
+        this.#lose(this.#lossFor('unreachable', this.#unreachable(operation)));
         return this.#lostError!;
       },
       late && { late },
@@ -335,7 +334,14 @@ export class Lease implements AsyncDisposable {
   #expire(): void {
     const watchdog = this.#watchdog;
     const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
-    this.#lose(unreachable ? this.#lossFor('unreachable', watchdog.lastError) : this.#lossFor('expired'));
+    this.#lose(unreachable ? this.#lossFor('unreachable', this.#unreachable('extend', watchdog.lastError)) : this.#lossFor('expired'));
+  }
+
+  /** Why the lease is lost when Redis did not answer its `operation`: the server, and the last error seen (`error`, else the client's connection error). */
+  #unreachable(operation: string, error?: unknown): UnreachableError {
+    const { backend } = this.#context;
+    const what = `the ${operation} of lease on "${this.key}"`;
+    return new UnreachableError(operation, what, backend.server, now() - this.#acquiredAt, error ?? backend.lastError?.());
   }
 
   #armExpiry(): void {

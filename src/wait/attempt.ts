@@ -51,11 +51,11 @@ export function attempt(backend: Backend, keys: LockKeys, token: string, ttl: nu
 export const TRY_BOUND = 2000;
 
 /** The limit of a one-shot attempt: its reply is not waited for past min(ttl, {@link TRY_BOUND}) ms. */
-export function onceLimit(keys: LockKeys, ttl: number, server: string | undefined): AttemptLimit {
+export function onceLimit(keys: LockKeys, ttl: number, backend: Pick<Backend, 'server' | 'lastError'>): AttemptLimit {
   const started = now();
   return {
     deadline: started + Math.min(ttl, TRY_BOUND),
     cancel: undefined,
-    noReply: () => new UnreachableError('tryAcquire', `an attempt at lock "${keys.name}"`, server, now() - started),
+    noReply: () => new UnreachableError('tryAcquire', `an attempt at lock "${keys.name}"`, backend.server, now() - started, backend.lastError?.()),
   };
 }

@@ -125,7 +125,8 @@ export class Waiter implements Listener, AttemptLimit {
     const waited = now() - this.started;
     if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts);
     const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
-    return new UnreachableError('acquire', what, this.#context.backend.server, waited);
+    const { backend } = this.#context;
+    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.());
   }
 
   /** Calls `stop` with the signal's reason when the caller's signal aborts, until the exit. */

@@ -17,6 +17,7 @@ export interface IoredisFamilyClient {
   readonly status?: string;
   call(command: string, ...args: string[]): Promise<unknown>;
   once(event: 'ready', listener: () => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
   quit(): Promise<unknown>;
   disconnect(): void;
 }
@@ -25,6 +26,7 @@ export interface IoredisFamilyClient {
 export interface NodeRedisFamilyClient {
   connect(): Promise<unknown>;
   close(): Promise<unknown>;
+  destroy(): void;
   sendCommand(args: string[]): Promise<unknown>;
   on(event: 'error', listener: (error: unknown) => void): unknown;
 }
