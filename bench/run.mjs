@@ -1,7 +1,8 @@
 // Side-by-side benchmark of latchkey and its peer libraries on one private redis-server.
 // Usage: npm run bench   (= npm run build && node bench/run.mjs)
 // Env: BENCH_SECONDS (default 10) per timing pass, BENCH_RT_SECONDS (default 3) per round-trip
-// pass, BENCH_ONLY=substr[,substr] to pick libraries/variants, BENCH_SCENARIO=name[,name].
+// pass, BENCH_ONLY=substr[,substr] to pick libraries/variants, BENCH_SCENARIO=name[,name],
+// BENCH_CLIENTS=6|5 for the client majors (lib/clients.mjs; 6 by default).
 // Tables go to stdout, progress to stderr, everything to bench/results/latest.json.
 // See bench/README.md for what each figure means.
 import { execFileSync, fork } from 'node:child_process';
@@ -9,7 +10,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { CLIENTS, clientLabel, clientsLine, importIoredis } from './lib/clients.mjs';
 import { baseString, now, sleep } from './lib/clock.mjs';
 import { diffCounts, startCountingProxy } from './lib/proxy.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
@@ -539,6 +540,7 @@ async function main() {
   process.on('exit', cleanup);
   for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
   const proxy = await startCountingProxy(redis.port);
+  const { Redis } = await importIoredis();
   const admin = new Redis(redis.url);
   env = { directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin };
   const info = await admin.info('server');
@@ -549,6 +551,7 @@ async function main() {
   const perRow = { handoff: SECONDS + RT_SECONDS + 8, inprocess: SECONDS + RT_SECONDS + 3, idle: Math.min(SECONDS, HOLD_CAP_SECONDS) + RT_SECONDS + 5, uncontended: SECONDS + RT_SECONDS + 3 };
   const estimate = ROWS.length * SCENARIOS.reduce((s, name) => s + perRow[name], 0);
   log(`latchkey bench: redis-server ${redisVersion} pid ${redis.pid} on 127.0.0.1:${redis.port}, counting proxy on :${proxy.port}`);
+  log(clientsLine());
   log(`${ROWS.length} rows × ${SCENARIOS.length} scenarios, ${SECONDS} s timing + ${RT_SECONDS} s round-trip passes: roughly ${Math.ceil(estimate / 60)} min`);
 
   const results = { scenarios: {} };
@@ -594,13 +597,14 @@ async function main() {
     `\nnode ${process.version}, redis-server ${redisVersion} (private, loopback, no persistence), ${os.cpus().length} CPUs; ` +
       `timing passes ${SECONDS} s, round-trip passes ${RT_SECONDS} s; run took ${minutes} min.`,
   );
+  console.log(`Clients (BENCH_CLIENTS=${CLIENTS.major}, for latchkey and every peer): ${clientLabel(CLIENTS.ioredis)}, ${clientLabel(CLIENTS.nodeRedis)}.`);
   console.log(`Timestamps from process.hrtime.bigint(); hand-off = next holder's acquire() resolved − previous holder's release() called.`);
   console.log(`Ratios: latchkey's figure divided by the best peer's; > 1 is better for acq/s, Jain, served, pairs/s and worse for the rest.`);
   for (const scenario of SCENARIOS) printScenario(scenario, results.scenarios[scenario].rows);
   console.log('\nVariants:');
   for (const { adapter, pkg, variants } of ADAPTERS.filter((a) => ROWS.some((r) => r.adapter === a.adapter))) {
     const { meta } = await import(`./adapters/${adapter}.mjs`);
-    console.log(`- ${meta.name} ${version(pkg)} (${meta.client}): ${variants.map((v) => `${v} = ${meta.variants[v]}`).join('; ')}`);
+    console.log(`- ${meta.name} ${version(pkg)} on ${clientLabel(clientOf(meta))}: ${variants.map((v) => `${v} = ${meta.variants[v]}`).join('; ')}`);
   }
 
   results.meta = {
@@ -613,7 +617,15 @@ async function main() {
     seconds: SECONDS,
     rtSeconds: RT_SECONDS,
     minutes: Number(minutes),
-    libraries: Object.fromEntries(ADAPTERS.map((a) => [a.adapter, { package: a.pkg ?? 'latchkey (dist/)', version: version(a.pkg) }])),
+    clients: CLIENTS,
+    libraries: Object.fromEntries(
+      await Promise.all(
+        ADAPTERS.map(async (a) => {
+          const { meta } = await import(`./adapters/${a.adapter}.mjs`);
+          return [a.adapter, { package: a.pkg ?? `latchkey (${process.env.LATCHKEY_DIST ?? 'dist/'})`, version: version(a.pkg), client: clientLabel(clientOf(meta)) }];
+        }),
+      ),
+    ),
   };
   mkdirSync(path.join(here, 'results'), { recursive: true });
   const out = path.join(here, 'results', 'latest.json');
@@ -630,6 +642,9 @@ function gitState() {
     return null;
   }
 }
+
+/** The client an adapter's library runs on (its meta.client: 'ioredis' or 'node-redis'). */
+const clientOf = (meta) => (meta.client === 'node-redis' ? CLIENTS.nodeRedis : CLIENTS.ioredis);
 
 function mergeErrors(a = [], b = []) {
   const m = new Map();
