@@ -234,7 +234,7 @@ function report(rows) {
     );
   }
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, clients: CLIENTS };
+  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, clients: { major: CLIENTS.major, ioredis: CLIENTS.ioredis }, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };
   writeFileSync(path.join(here, 'results', 'quorum-latest.json'), JSON.stringify({ meta, rows }, null, 2));
 }
 

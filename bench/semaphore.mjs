@@ -144,7 +144,7 @@ async function main() {
   }
   const resultsDir = new URL('./results/', import.meta.url);
   mkdirSync(resultsDir, { recursive: true });
-  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, passes: PASSES, clients: CLIENTS, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };
+  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, passes: PASSES, clients: { major: CLIENTS.major, ioredis: CLIENTS.ioredis }, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };
   writeFileSync(new URL('semaphore-latest.json', resultsDir), `${JSON.stringify({ meta, results }, null, 2)}\n`);
 }
 
