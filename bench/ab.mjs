@@ -18,9 +18,11 @@
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
 //   AB_BACKEND=memory runs the latchkey contenders on the in-memory backend: the cost of
 //   latchkey's own layers without a driver or a round trip.
+//   BENCH_CLIENTS=6|5: the ioredis major every contender gets (lib/clients.mjs, 6 by default).
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
@@ -31,7 +33,7 @@ const ROUNDS = Number(process.env.ROUNDS || 4);
 const LOOPS = 64;
 
 async function lockLoop(contender, port) {
-  const { Redis } = await import('ioredis');
+  const { Redis } = await importIoredis();
   const client = new Redis(Number(port), '127.0.0.1');
   await client.ping();
   if (contender === 'redis-semaphore') {
@@ -144,6 +146,7 @@ if (process.argv[2] === '--pass') {
   const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced']);
   if (names.length < 2) throw new Error(`usage: node bench/ab.mjs <contender> <contender> [...], a contender: a build's dist/index.js or one of ${[...named].join(', ')}`);
   const contenders = names.map((p) => (named.has(p) ? p : pathToFileURL(path.resolve(p)).href));
+  console.log(clientsLine(['ioredis']));
   const server = await startRedisServer();
   const results = contenders.map(() => []);
   const label = (i) => String.fromCharCode(65 + i);

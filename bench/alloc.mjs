@@ -3,14 +3,17 @@
 // collected by minor and major GCs included), over PAIRS pairs (default 5,000) after a warm-up,
 // with the functions that allocate most. Allocation sets how often the young-generation GC runs,
 // and a pair that meets one (0.3-0.8 ms here) lands in the p99. Usage: npm run build && node
-// bench/alloc.mjs (LATCHKEY_DIST: another build's dist/index.js, inside the repository).
+// bench/alloc.mjs (LATCHKEY_DIST: another build's dist/index.js, inside the repository;
+// BENCH_CLIENTS=6|5: the ioredis major, lib/clients.mjs, 6 by default).
 import { Session } from 'node:inspector/promises';
-import { Redis } from 'ioredis';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 
 const PAIRS = Number(process.env.PAIRS || 5000);
 const TTL = 10_000;
+const { Redis } = await importIoredis();
+console.log(clientsLine(['ioredis']));
 const { createLocks } = await import(latchkeyModule());
 const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
 const clients = servers.map((s) => new Redis(s.port, '127.0.0.1'));

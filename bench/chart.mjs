@@ -44,10 +44,11 @@ function panel(x, title, value, format, log) {
 
 const labels = rows.map((r, i) => `<text x="${LABEL - 8}" y="${top + i * ROW + ROW - 10}" font-size="12" text-anchor="end"${r.ours ? ' font-weight="bold"' : ''}>${escape(r.label)}</text>`);
 const meta = results.meta ?? {};
+const clients = meta.clients ? ` · ioredis ${meta.clients.ioredis.version}, node-redis ${meta.clients.nodeRedis.version}` : '';
 const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>
 <text x="10" y="24" font-size="15" font-weight="bold">Contended hand-off: 8 processes on one key, 1 ms hold (npm run bench)</text>
-<text x="10" y="42" font-size="11" fill="#57606a">${escape(`${meta.date ?? ''} · node ${meta.node ?? '?'} · redis ${meta.redis ?? '?'} · ${meta.cpus ?? '?'} CPUs · ${meta.seconds ?? '?'} s per pass · latchkey in blue`)}</text>
+<text x="10" y="42" font-size="11" fill="#57606a">${escape(`${meta.date ?? ''} · node ${meta.node ?? '?'} · redis ${meta.redis ?? '?'} · ${meta.cpus ?? '?'} CPUs${clients} · ${meta.seconds ?? '?'} s per pass · latchkey in blue`)}</text>
 ${labels.join('\n')}
 ${panel(LABEL, 'acquisitions per second (higher is better)', (r) => r.metrics.acqPerSec, (v) => Math.round(v).toLocaleString('en-US'), false)}
 ${panel(LABEL + BAR + GAP + LABEL / 4, 'p99 wait inside acquire(), ms, log scale (lower is better)', (r) => r.metrics.waitP99, (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)), true)}

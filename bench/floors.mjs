@@ -11,9 +11,10 @@
 // Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
 // redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux), and
 // this process's (the client side). Usage: npm run build && node bench/floors.mjs
+// BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default); LATCHKEY_DIST: another build.
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { createLocks } from '../dist/index.js';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
+import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { DELETE_IF_EQUAL, SET_IF_FREE } from './lib/smallest-lock.mjs';
@@ -22,6 +23,9 @@ import { summarize } from './lib/stats.mjs';
 const SECONDS = Number(process.env.BENCH_SECONDS || 6);
 const SLICE_MS = 250;
 const TTL = 10_000;
+const { Redis } = await importIoredis();
+const { createLocks } = await import(latchkeyModule());
+process.stderr.write(`[floors] ${clientsLine(['ioredis'])}\n`);
 
 const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
 const clients = servers.map((s) => new Redis(s.port, '127.0.0.1'));
@@ -89,6 +93,7 @@ try {
   }
   const stat = (name) => summarize(samples[name]);
   const ping1 = stat('1 node: 2 x PING');
+  console.log(`${clientsLine(['ioredis'])}, for every contender\n`);
   console.log('| pair (sequential) | p50 ms | p99 ms | p50 / 2 x PING (1 node) | 5 nodes / 1 node p50 | 5 nodes / 1 node p99 | redis-server CPU µs per pair, all nodes | client CPU µs per pair | pairs |');
   console.log('| --- | --: | --: | --: | --: | --: | --: | --: | --: |');
   for (const name of Object.keys(contenders)) {

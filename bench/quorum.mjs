@@ -8,18 +8,20 @@
 //       whether keys are left behind on the nodes once they resume.
 // Usage: npm run bench (after bench/run.mjs), or node bench/quorum.mjs after npm run build.
 // Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_ONLY=substr[,substr],
-// LATCHKEY_DIST (another build's dist/index.js, inside the repository, to compare builds).
+// LATCHKEY_DIST (another build's dist/index.js, inside the repository, to compare builds),
+// BENCH_CLIENTS=6|5 (the ioredis major every library gets: lib/clients.mjs, 6 by default).
 import { createRequire } from 'node:module';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { CLIENTS, clientsLine, importIoredis } from './lib/clients.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { summarize } from './lib/stats.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
+const { Redis } = await importIoredis();
 const SECONDS = Number(process.env.BENCH_SECONDS || 10);
 const TTL = 10_000;
 const CAP_MS = 10_000; // longest wait for one acquire+release with 2 of 5 hung
@@ -154,6 +156,7 @@ async function keysLeft(clients, pattern) {
 const describeError = (error) => String(error?.message ?? error).replace(/\s+/g, ' ').slice(0, 90);
 
 async function main() {
+  log(`[quorum] ${clientsLine(['ioredis'])}`);
   const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServer()));
   const rows = [];
   try {
@@ -163,60 +166,76 @@ async function main() {
       const admin = servers.map(connect);
       const row = { library: def.name };
       try {
-        const single = await def.make([clients[0]]);
-        const five = await def.make(clients);
-        [row.one, row.five] = await latencies(single, five, def.name, SECONDS);
-        log(`  1 node p50 ${row.one.p50.toFixed(3)} ms, 5 nodes p50 ${row.five.p50.toFixed(3)} ms`);
-
-        // (b) two of five hung.
-        servers[3].pause();
-        servers[4].pause();
-        const hung2 = [];
-        for (let i = 0; i < 5; i++) {
-          const pair = await timed(async () => five.release(await five.acquire(`bench:q:${def.name}:hung2`)));
-          hung2.push(pair);
-          if (pair.hung) break;
-        }
-        row.hung2 = hung2;
-        log(`  2 of 5 hung: ${hung2.map((p) => (p.hung ? 'hung' : p.ok ? `${p.ms.toFixed(0)} ms` : `error after ${p.ms.toFixed(0)} ms`)).join(', ')}`);
-
-        // (c) three of five hung.
-        servers[2].pause();
-        const one = await timed(() => five.acquire(`bench:q:${def.name}:hung3`), HUNG3_CAP_MS);
-        row.hung3 = {
-          ms: one.ms,
-          outcome: one.hung ? `still pending after ${HUNG3_CAP_MS / 1000} s` : one.ok ? 'resolved with a lock' : `rejected: ${describeError(one.error)}`,
-        };
-        if (one.ok) five.release(one.value).catch(() => {});
-        for (const s of servers) s.resume();
-        await new Promise((r) => setTimeout(r, 1500)); // the hung nodes work through their queues
-        row.keysLeft = await keysLeft(admin, `*${def.name}:hung*`);
-        log(`  3 of 5 hung: ${row.hung3.outcome} (${one.ms.toFixed(0)} ms); keys left after resume: ${row.keysLeft}`);
-        await Promise.race([Promise.all([single.close(), five.close()]), new Promise((r) => setTimeout(r, 1000))]);
+        await measure(def, servers, clients, admin, row);
+      } catch (error) {
+        row.error = describeError(error);
+        log(`  error: ${row.error}`);
       } finally {
         for (const s of servers) s.resume();
         for (const c of [...clients, ...admin]) c.disconnect();
-        for (const a of admin) void a;
       }
       rows.push(row);
     }
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
+  report(rows);
+  process.exit(0); // a peer's hung promise may hold timers open
+}
 
+/** One library's passes (a), (b) and (c), its figures written to `row`. */
+async function measure(def, servers, clients, admin, row) {
+  const single = await def.make([clients[0]]);
+  const five = await def.make(clients);
+  [row.one, row.five] = await latencies(single, five, def.name, SECONDS);
+  log(`  1 node p50 ${row.one.p50.toFixed(3)} ms, 5 nodes p50 ${row.five.p50.toFixed(3)} ms`);
+
+  // (b) two of five hung.
+  servers[3].pause();
+  servers[4].pause();
+  const hung2 = [];
+  for (let i = 0; i < 5; i++) {
+    const pair = await timed(async () => five.release(await five.acquire(`bench:q:${def.name}:hung2`)));
+    hung2.push(pair);
+    if (pair.hung) break;
+  }
+  row.hung2 = hung2;
+  log(`  2 of 5 hung: ${hung2.map((p) => (p.hung ? 'hung' : p.ok ? `${p.ms.toFixed(0)} ms` : `error after ${p.ms.toFixed(0)} ms`)).join(', ')}`);
+
+  // (c) three of five hung.
+  servers[2].pause();
+  const one = await timed(() => five.acquire(`bench:q:${def.name}:hung3`), HUNG3_CAP_MS);
+  row.hung3 = {
+    ms: one.ms,
+    outcome: one.hung ? `still pending after ${HUNG3_CAP_MS / 1000} s` : one.ok ? 'resolved with a lock' : `rejected: ${describeError(one.error)}`,
+  };
+  if (one.ok) five.release(one.value).catch(() => {});
+  for (const s of servers) s.resume();
+  await new Promise((r) => setTimeout(r, 1500)); // the hung nodes work through their queues
+  row.keysLeft = await keysLeft(admin, `*${def.name}:hung*`);
+  log(`  3 of 5 hung: ${row.hung3.outcome} (${one.ms.toFixed(0)} ms); keys left after resume: ${row.keysLeft}`);
+  await Promise.race([Promise.all([single.close(), five.close()]), new Promise((r) => setTimeout(r, 1000))]);
+}
+
+function report(rows) {
   const f = (n) => n.toFixed(3);
   console.log(`\n### 5. Redlock over 5 independent masters (sequential acquire+release, defaults; ${SECONDS} s per pass)\n`);
+  console.log(`${clientsLine(['ioredis'])}, for every library\n`);
   console.log('| library | 1 node p50 ms | 5 nodes p50 ms | p50 ratio | 1 node p99 ms | 5 nodes p99 ms | p99 ratio | 2 of 5 hung: each acquire+release (cap 10 s) | 3 of 5 hung: one acquire (cap 15 s) | lock keys left after resume |');
   console.log('|---|--:|--:|--:|--:|--:|--:|---|---|--:|');
   for (const r of rows) {
+    if (r.error) {
+      console.log(`| ${r.library} | error: ${r.error} |${' |'.repeat(8)}`);
+      continue;
+    }
     const hung2 = r.hung2.map((p) => (p.hung ? 'never returns' : `${p.ok ? '' : 'error '}${p.ms.toFixed(0)} ms`)).join(', ');
     console.log(
       `| ${r.library} | ${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)} | ${hung2} | ${r.hung3.outcome}, ${r.hung3.ms.toFixed(0)} ms | ${r.keysLeft} |`,
     );
   }
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  writeFileSync(path.join(here, 'results', 'quorum-latest.json'), JSON.stringify(rows, null, 2));
-  process.exit(0); // a peer's hung promise may hold timers open
+  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, clients: { major: CLIENTS.major, ioredis: CLIENTS.ioredis }, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };
+  writeFileSync(path.join(here, 'results', 'quorum-latest.json'), JSON.stringify({ meta, rows }, null, 2));
 }
 
 main().catch((error) => {

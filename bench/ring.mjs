@@ -15,7 +15,9 @@
 // Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
 //        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
+//        BENCH_CLIENTS=5 node bench/ring.mjs  (ioredis 5 and node-redis 5 for every row: lib/clients.mjs)
 import { fileURLToPath } from 'node:url';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinRing, runWorkers } from './lib/ring.mjs';
@@ -34,7 +36,7 @@ const RING_WITH = (
 if (process.argv[2] === '--worker') {
   const [, , , kind, port, index, endAt] = process.argv;
   const i = Number(index);
-  const { Redis } = await import('ioredis');
+  const { Redis } = await importIoredis();
   const client = new Redis(Number(port), '127.0.0.1');
   const records = []; // [acquiredAt, releaseCalledAt]
   let done;
@@ -88,6 +90,8 @@ if (process.argv[2] === '--worker') {
     process.exit(0);
   });
 } else {
+  const used = RING_WITH.some((kind) => kind.startsWith('simple-redis-mutex')) ? ['ioredis', 'nodeRedis'] : ['ioredis'];
+  console.log(clientsLine(used));
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
   const results = Object.fromEntries(['ring', ...RING_WITH].map((kind) => [kind, []]));

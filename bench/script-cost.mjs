@@ -12,9 +12,10 @@
 //                offers when it took the lock last (the last fence + 1), its steady state
 // ACQUIRE_LUA / RELEASE_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
 // (e.g. from git show; it must take the same keys and arguments).
-// Usage: node bench/script-cost.mjs
+// Usage: node bench/script-cost.mjs (BENCH_CLIENTS=6|5: the ioredis major that sends the calls,
+// lib/clients.mjs, 6 by default; the server time does not depend on it)
 import fs from 'node:fs';
-import { Redis } from 'ioredis';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { PASS_ON } from './lib/ring.mjs';
 import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
@@ -33,6 +34,8 @@ const token = (i) => i.toString(16).padStart(32, '0');
 const k = '{k}';
 const keys = [k, `${k}:fence`, `${k}:queue`, `${k}:alive`];
 
+const { Redis } = await importIoredis();
+console.log(clientsLine(['ioredis']));
 const server = await startRedisServer();
 const client = new Redis(server.port, '127.0.0.1');
 const sub = new Redis(server.port, '127.0.0.1');

@@ -7,14 +7,18 @@
 //       acquisitions per second, p99 wait inside acquire, the most holders seen at once (must not
 //       pass the limit), Jain's fairness index over the loops, round trips per acquisition.
 // Usage: npm run bench (after the other scripts), or node bench/semaphore.mjs after npm run build.
-// Env: BENCH_SECONDS (default 10): seconds per library per scenario, in 3 alternating passes.
-import { Redis } from 'ioredis';
+// Env: BENCH_SECONDS (default 10): seconds per library per scenario, in 3 alternating passes;
+// BENCH_CLIENTS=6|5: the ioredis major both libraries get (lib/clients.mjs, 6 by default);
+// LATCHKEY_DIST: another build of latchkey. Results also go to bench/results/semaphore-latest.json.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { Semaphore } from 'redis-semaphore';
+import { CLIENTS, clientsLine, importIoredis } from './lib/clients.mjs';
 import { diffCounts, startCountingProxy } from './lib/proxy.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { jain, summarize } from './lib/stats.mjs';
 
+const { Redis } = await importIoredis();
 const SECONDS = Number(process.env.BENCH_SECONDS || 10);
 const PASSES = 3;
 const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
@@ -74,6 +78,7 @@ const SCENARIOS = [
 ];
 
 async function main() {
+  log(`[semaphore] ${clientsLine(['ioredis'])}`);
   const server = await startRedisServer();
   const client = new Redis(server.port, '127.0.0.1');
   const proxy = await startCountingProxy(server.port);
@@ -125,6 +130,7 @@ async function main() {
   }
 
   console.log(`\n### 6. Counting semaphores (one process, ${SECONDS} s per library per scenario, ${PASSES} alternating passes)\n`);
+  console.log(`${clientsLine(['ioredis'])}, for both libraries\n`);
   console.log('| scenario | library | per second | ratio | round trips each | p99 wait ms | most holders at once | Jain |');
   console.log('|---|---|--:|--:|--:|--:|--:|--:|');
   for (const sc of SCENARIOS) {
@@ -136,6 +142,10 @@ async function main() {
       );
     }
   }
+  const resultsDir = new URL('./results/', import.meta.url);
+  mkdirSync(resultsDir, { recursive: true });
+  const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, passes: PASSES, clients: { major: CLIENTS.major, ioredis: CLIENTS.ioredis }, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };
+  writeFileSync(new URL('semaphore-latest.json', resultsDir), `${JSON.stringify({ meta, results }, null, 2)}\n`);
 }
 
 await main();

@@ -12,9 +12,10 @@
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
-// the repository).
+// the repository). BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default).
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, spin } from './lib/clock.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
@@ -52,7 +53,7 @@ if (process.argv[2] === '--worker') {
     if (event === 'data') lastData = now();
     return emit.call(this, event, ...args);
   };
-  const { Redis } = await import('ioredis');
+  const { Redis } = await importIoredis();
   // Every subscriber connection (the ring's, and the one latchkey makes with duplicate()) notes its messages first.
   const duplicate = Redis.prototype.duplicate;
   Redis.prototype.duplicate = function (...args) {
@@ -106,6 +107,7 @@ if (process.argv[2] === '--worker') {
     process.exit(0);
   });
 } else {
+  console.log(clientsLine(['ioredis']));
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
   const phases = { ring: [], latchkey: [] };

@@ -7,14 +7,17 @@
 //             (the release script grants the lock to the waiter and tells its inbox: one hop).
 // Times are process.hrtime.bigint() read in both processes (one monotonic clock on one machine).
 // Prints p50, min and max of each, in ms. Usage: npm run build && node bench/wakeup.mjs
+// BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default); LATCHKEY_DIST: another build.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
-import { createLocks } from '../dist/index.js';
+import { clientsLine, importIoredis } from './lib/clients.mjs';
+import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 
 const ROUNDS = Number(process.env.ROUNDS || 21);
 const IDLE_MS = Number(process.env.IDLE_MS || 300);
+const { Redis } = await importIoredis();
+const { createLocks } = await import(latchkeyModule());
 
 if (process.argv[2] === '--child') {
   const port = Number(process.argv[3]);
@@ -39,6 +42,7 @@ if (process.argv[2] === '--child') {
   });
   process.send({ ready: true });
 } else {
+  console.log(clientsLine(['ioredis']));
   const server = await startRedisServer();
   const child = fork(fileURLToPath(import.meta.url), ['--child', String(server.port)]);
   const next = () => new Promise((resolve) => child.once('message', resolve));

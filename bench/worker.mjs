@@ -1,6 +1,7 @@
 // A worker process of the benchmark, forked by run.mjs. It gets a `setup` message, creates the
 // adapter(s), says `ready`, runs its role on `go` and reports its raw timestamps (ms on the clock
 // shared by all processes, see lib/clock.mjs) back over IPC. The parent computes every figure.
+import { importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
 
 let setup;
@@ -83,7 +84,7 @@ async function handoff(go) {
 
 /** Scenario 2: 64 tasks in this process on one key, an awaited GET inside the critical section. */
 async function inProcess(go) {
-  const { Redis } = await import('ioredis');
+  const { Redis } = await importIoredis();
   const getClient = new Redis(setup.directUrl, { lazyConnect: true });
   await getClient.connect();
   const records = []; // [task, wantAt, acquiredAt, releaseCalledAt, releaseDoneAt, failures]
