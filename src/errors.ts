@@ -45,7 +45,11 @@ export class InvalidOptionError extends LockError {
   }
 }
 
-/** `acquire` waited its whole `wait` budget and the lock was still held by someone else. */
+/**
+ * `acquire` waited its whole `wait` budget and the lock was still held by someone else. When the
+ * holder's manager records itself (the `holder` option of createLocks), `holder` names it and so
+ * does the message.
+ */
 export class LockTimeoutError extends LockError {
   readonly key: string;
   /** How long the caller waited, in milliseconds. */
@@ -54,11 +58,19 @@ export class LockTimeoutError extends LockError {
   readonly attempts: number;
   /** Redlock: how the nodes voted on the last attempt. */
   readonly outcome: QuorumOutcome | undefined;
-  constructor(key: string, waited: number, attempts: number, outcome?: QuorumOutcome) {
+  /**
+   * Who held the lock, as its manager records itself with the `holder` option of createLocks
+   * (`<hostname> pid <pid>` for `holder: true`, else the string given: the `who` that
+   * `locks.inspect()` shows), seen by the last attempt that found the lock held. A description
+   * the holder wrote, never a token. `undefined` when the holder does not record itself, or its
+   * record was not seen: not written yet, or (over Redlock) not named by a majority of the nodes.
+   */
+  readonly holder: string | undefined;
+  constructor(key: string, waited: number, attempts: number, outcome?: QuorumOutcome, holder?: string) {
     super(
       'LOCK_TIMEOUT',
       `Timed out after ${Math.round(waited)} ms waiting for lock "${key}" (${attempts} attempt${attempts === 1 ? '' : 's'}); ` +
-        'it is still held by another owner. Raise `wait`, or use tryAcquire to fail at once.' +
+        `it is still held by ${holder === undefined ? 'another owner' : JSON.stringify(holder)}. Raise \`wait\`, or use tryAcquire to fail at once.` +
         (outcome ? ` Last attempt: ${describeOutcome(outcome)}.` : ''),
     );
     this.name = 'LockTimeoutError';
@@ -66,6 +78,7 @@ export class LockTimeoutError extends LockError {
     this.waited = waited;
     this.attempts = attempts;
     this.outcome = outcome;
+    this.holder = holder;
   }
 }
 

@@ -62,7 +62,7 @@ export class LockWaits {
       waiter.state = 'active';
       let first: Attempt;
       try {
-        first = await waiter.attempt();
+        first = await waiter.attempt(true);
       } catch (error) {
         this.#leave(queue, waiter);
         throw error;
@@ -82,7 +82,9 @@ export class LockWaits {
       // (A wait past 2^31 - 1 ms, about 25 days, needs no timer: setTimeout cannot hold it anyway.)
       if (waiter.state === 'queued' && wait < 2 ** 31) {
         // Queued behind callers of this process: the deadline ends the wait even while it waits in memory.
-        waiter.timer = setTimeout(() => this.#stop(queue, waiter, new LockTimeoutError(keys.name, now() - started, waiter.attempts)), Math.max(0, wait));
+        waiter.timer = setTimeout(() => {
+          this.#stop(queue, waiter, new LockTimeoutError(keys.name, now() - started, waiter.attempts, undefined, this.#heldBy(queue, waiter)));
+        }, Math.max(0, wait));
       }
     });
   }
@@ -197,6 +199,16 @@ export class LockWaits {
     const head = queue.nextToServe();
     if (!head) return;
     head.inScope(() => this.#serve(queue, head)).then(head.resolve, head.reject);
+  }
+
+  /**
+   * Who holds a lock that `waiter` waits for in memory, as far as this process knows: a lease of
+   * its own, under the name this manager records (`holder` option), else what the waiter or the
+   * one talking to the backend for this process saw at its last attempt.
+   */
+  #heldBy(queue: KeyQueue, waiter: Waiter): string | undefined {
+    if (queue.holder) return this.#ctx.settings.holder;
+    return waiter.heldBy ?? queue.waiters.find((w) => w.state === 'active')?.heldBy;
   }
 
   /** Ends a wait: at once while queued in memory; an active waiter ends through its own loop or attempt. */

@@ -73,10 +73,11 @@ export interface LocksOptions extends BackendOptions, ObservabilityOptions {
    */
   readonly localHandoffs?: number;
   /**
-   * Record who holds each lease this manager takes, for {@link Locks.inspect}, {@link Locks.list}
-   * and `latchkey list`: `true` records `<hostname> pid <pid>`, a string records itself (at most
-   * 200 characters; no secrets: anyone who can read the keys sees it). It costs one write after
-   * each acquire, sent without waiting for it. Default `false`.
+   * Record who holds each lease this manager takes, for {@link Locks.inspect}, {@link Locks.list},
+   * `latchkey list` and the `holder` of a waiter's `LockTimeoutError` (and its message): `true`
+   * records `<hostname> pid <pid>`, a string records itself (at most 200 characters; no secrets:
+   * anyone who can read the keys, or see another process's errors and logs, sees it). It costs
+   * one write after each acquire, sent without waiting for it. Default `false`.
    */
   readonly holder?: boolean | string;
   /**

@@ -108,7 +108,7 @@ export class Permits {
     try {
       // The first attempt queues at once when the inbox already listens for this semaphore
       // (another wait of this manager opened it): a wake-up can reach it, and waiting costs no extra attempt.
-      const first = await waiter.attempt();
+      const first = await waiter.attempt(true);
       let grant = waiter.won(first);
       if (!grant) {
         if (trace && !first.reply.acquired) trace.contended = true;

@@ -39,6 +39,12 @@ export type AcquireReply =
       readonly outcome?: QuorumOutcome;
       /** Redlock, after a split vote: wait this long (ms, random) before trying again, whatever wakes the waiter. */
       readonly retryAfter?: number;
+      /**
+       * Who holds the lock, as it recorded itself (the `who` of {@link HolderInfo}), when the
+       * attempt asked (`askHolder`) and the record describes the current lease. Over Redlock,
+       * only a holder that a majority of the nodes name.
+       */
+      readonly holder?: string;
     };
 
 /** What one attempt at several locks found: all taken (a fence per key, in order), or the first busy one. */
@@ -107,8 +113,13 @@ export interface Backend {
   readonly boundsCalls?: boolean;
   /** Whether counting semaphores work here (keys with `semaphore` set). Not over Redlock. */
   readonly semaphores: boolean;
-  /** One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait queue. */
-  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
+  /**
+   * One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait
+   * queue. `askHolder`: when busy, also say who holds it if the holder recorded itself
+   * ({@link AcquireReply}'s `holder`); a backend may answer it unasked. On Redis it costs one more
+   * key in the call, so a waiter asks only when a timeout may follow (not on its first attempt).
+   */
+  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, askHolder?: boolean): Promise<AcquireReply>;
   /**
    * Optional: one atomic attempt at several locks, all or none (nothing is written when any is
    * busy). Resolves to `undefined` when it cannot be done atomically here (a Cluster client): the

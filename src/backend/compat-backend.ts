@@ -1,7 +1,7 @@
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, UnsupportedError } from '../errors.js';
 import { DEFAULT_PREFIX, inboxPrefix, type LockKeys } from '../keys.js';
-import { asInteger, asPair, runScript } from '../lua/run-script.js';
+import { asInteger, runScript } from '../lua/run-script.js';
 import {
   compatAcquireScript,
   compatExtendScript,
@@ -13,7 +13,7 @@ import {
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { openInbox, trackInboxes } from './inbox.js';
-import { asSnapshot } from './redis-backend.js';
+import { acquireReply, asSnapshot } from './redis-backend.js';
 
 /** The legacy lock formats `createLocks({ compat })` interoperates with. */
 export type CompatMode = 'timestamp' | 'timestamp-seconds';
@@ -60,15 +60,16 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
     lastError: () => ready?.lastError?.(),
     handsOff: false,
     semaphores: false, // the mode is for legacy lock keys; a semaphore has no legacy counterpart
-    async acquire(keys, token, ttl, queue) {
+    async acquire(keys, token, ttl, queue, askHolder) {
+      const scriptKeys = [legacyKey(keys), keys.owner, keys.fence, keys.queue, keys.alive];
+      if (askHolder) scriptKeys.push(keys.holder);
       const reply = await runScript(
         ready ?? (await connect()),
         compatAcquireScript,
-        [legacyKey(keys), keys.owner, keys.fence, keys.queue, keys.alive],
+        scriptKeys,
         [token, String(ttl), String(FENCE_RETENTION), queue?.member ?? '', String(queue?.entryTtl ?? 0), unit, linger],
       );
-      const [status, value] = asPair(reply, compatAcquireScript);
-      return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
+      return acquireReply(reply, compatAcquireScript);
     },
     async release(keys, token): Promise<ReleaseReply> {
       const reply = await runScript(

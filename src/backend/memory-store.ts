@@ -84,7 +84,9 @@ export class MemoryStore {
       if (queued) queued.deadline = t + queue.entryTtl;
       else waiters.set(queue.member, { deadline: t + queue.entryTtl, ttl, token });
     }
-    return { acquired: false, ttl: Math.max(1, Math.ceil(entry.expiresAt - t)) };
+    const ttlLeft = Math.max(1, Math.ceil(entry.expiresAt - t));
+    // Who holds it, when recorded: free to answer here, so answered unasked (see Backend.acquire).
+    return entry.holder ? { acquired: false, ttl: ttlLeft, holder: entry.holder.who } : { acquired: false, ttl: ttlLeft };
   }
 
   /** @internal Used by the memory backend: multi-acquire.lua's semantics (all free locks taken, or nothing written). */

@@ -41,15 +41,18 @@ export interface ScriptCall {
 }
 
 /**
- * acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's
- * optional ones); `fenceFloor` on a Redlock node (see acquire.lua), none on a single Redis.
+ * acquire.lua's keys and arguments: the queue's only for a caller that queues, the holder key
+ * only for one that asks who holds a busy lock (the script's optional ones); `fenceFloor` on a
+ * Redlock node (see acquire.lua), none on a single Redis.
  */
-export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
+export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number, askHolder?: boolean): ScriptCall {
   const floor = fenceFloor === undefined ? '' : String(fenceFloor);
   const fenceTtl = counterTtl(ttl);
-  return queue
-    ? { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] }
-    : { keys: [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
+  if (queue) {
+    const args = [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)];
+    return { keys: askHolder ? [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder] : [keys.lock, keys.fence, keys.queue, keys.alive], args };
+  }
+  return { keys: askHolder ? [keys.lock, keys.fence, keys.holder] : [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
 }
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
@@ -57,10 +60,17 @@ const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(r
 
 /**
  * An acquire script's reply: acquire.lua answers a bare fence when it acquired (the cheapest reply
- * for the common case), semaphore-acquire.lua `{1, fence}`; both `{0, pttl}` when busy.
+ * for the common case), semaphore-acquire.lua and compat-acquire.lua `{1, fence}`; all `{0, pttl}`
+ * when busy, acquire.lua and compat-acquire.lua `{0, pttl, who}` when asked who holds it and the
+ * holder recorded itself.
  */
-function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
+export function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
   if (!Array.isArray(reply)) return { acquired: true, fence: asInteger(reply, script) };
+  const who: unknown = reply[2];
+  if (reply.length === 3 && typeof who === 'string') {
+    const [status, pttl] = asPair(reply.slice(0, 2), script);
+    if (status === 0) return { acquired: false, ttl: pttl, holder: who };
+  }
   const [status, value] = asPair(reply, script);
   return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
 }
@@ -178,7 +188,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     get resends() {
       return resends;
     },
-    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry) {
+    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, askHolder?: boolean) {
       const client = ready ?? (await connect());
       const sem = keys.semaphore;
       const script = sem ? semaphoreAcquireScript : acquireScript;
@@ -188,7 +198,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
         args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
       } else {
-        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue));
+        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue, undefined, askHolder));
       }
       if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
       const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);

@@ -6,7 +6,7 @@ import { fanOut, NodeHungError, type Answer } from './redlock-fan-out.js';
 import { FenceFloors } from './redlock-fence-floors.js';
 import { watchEveryInbox } from './redlock-inbox.js';
 import { LateReplies } from './redlock-late-replies.js';
-import { agreedFence, decide, holderTtl, isOk, retryAfter, voteOf } from './redlock-votes.js';
+import { agreedFence, decide, holderTtl, isOk, namedHolder, retryAfter, voteOf } from './redlock-votes.js';
 import { acquireCall, type RedisBackend } from './redis-backend.js';
 
 export interface RedlockSettings {
@@ -76,7 +76,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     semaphores: false,
     boundsCalls: true, // every fan-out ends at the per-node timeout: a QuorumError says which node hung
 
-    async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
+    async acquire(keys, token, ttl, queue, askHolder): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back
       // otherwise (while undecided, the failure path's release to every node covers it), unless
       // a later attempt with the same token was sent to that node since, or a release that
@@ -87,7 +87,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       // One call for every node, built once: the same keys and arguments, so every node is
       // offered the same fence floor, the voters whose counters agree issue equal fences, and
       // the raise below costs no round trip.
-      const call = acquireCall(keys, token, ttl, queue, floors.floorFor(keys));
+      const call = acquireCall(keys, token, ttl, queue, floors.floorFor(keys), askHolder);
       const answers = await each(
         timeoutFor(ttl),
         'skip',
@@ -143,7 +143,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       releaseEverywhere(keys, token);
       // Not an error yet: the waiter retries until its deadline, and then reports this outcome
       // (a QuorumError when node errors left it undecided, a LockTimeoutError when it was held).
-      return { acquired: false, ttl: holderTtl(ttls, outcome), outcome, ...retryAfter(outcome) };
+      const holder = askHolder ? namedHolder(answers, quorum) : undefined;
+      return { acquired: false, ttl: holderTtl(ttls, outcome), outcome, ...retryAfter(outcome), ...(holder === undefined ? {} : { holder }) };
     },
 
     async release(keys, token): Promise<ReleaseReply> {

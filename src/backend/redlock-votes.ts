@@ -57,6 +57,22 @@ export function agreedFence(answers: readonly Answer<AcquireReply>[], quorum: nu
 }
 
 /**
+ * The holder a failed acquire names: the `who` that at least `quorum` nodes answered busy with
+ * (each node names the record of the token it holds), else undefined: nodes that do not agree,
+ * or too few records, name nobody.
+ */
+export function namedHolder(answers: readonly Answer<AcquireReply>[], quorum: number): string | undefined {
+  const named = new Map<string, number>();
+  for (const a of answers) {
+    if (!a.ok || a.value.acquired || a.value.holder === undefined) continue;
+    const count = (named.get(a.value.holder) ?? 0) + 1;
+    if (count >= quorum) return a.value.holder;
+    named.set(a.value.holder, count);
+  }
+  return undefined;
+}
+
+/**
  * When a majority of the nodes will be free, as far as the replies tell: the holder's keys expire
  * one by one, and `quorum` of them must be free. -1 when unknown.
  */

@@ -23,6 +23,8 @@
   KEYS[3]  fence key   string: the last fence issued for this lock (an integer)
   KEYS[4]  queue key   sorted set: latchkey waiters in arrival order (member: waiter, score: µs)
   KEYS[5]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[6]? holder key  hash: token, who, since (see record-holder.lua), passed by a caller that
+                       wants to know who holds a busy lock (read only then)
   ARGV[1]  token       the caller's random token (hex)
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
   ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
@@ -42,10 +44,14 @@
     {0, ms}     busy: the timestamp is still in the future; ms until it passes (the lock is free
                 from ms + 1 on). The caller is queued when ARGV[4] is not empty (latchkey's
                 releases wake it; legacy ones, a DEL, wake nobody).
+    {0, ms, who}  busy, held by a latchkey lease that recorded itself, with KEYS[6] given: who
+                is its description (never a token). A legacy holder has no record. A holder
+                key of another type is ignored (the record is informational).
   Errors
     "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else (the wrong key?).
                 Nothing is written then.
-    WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
+    WRONGTYPE   one of the keys holds a value of another type (the holder key excepted: see
+                the busy reply). Nothing is written then.
 ]]
 local lockKey, ownerKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[4]
@@ -71,7 +77,16 @@ if current then
       redis.call('PEXPIRE', queueKey, entryTtl * 2)
       redis.call('PEXPIRE', aliveKey, entryTtl * 2)
     end
-    return {0, heldUntil - nowMs}
+    local busy = {0, heldUntil - nowMs}
+    -- A latchkey lease (the lock key has an expiry: see above) whose record names its token.
+    if KEYS[6] and redis.call('PTTL', lockKey) >= 0 then
+      local owner = redis.call('GET', ownerKey)
+      local recorded = redis.pcall('HMGET', KEYS[6], 'token', 'who')
+      if owner and type(recorded) == 'table' and not recorded.err and recorded[1] == owner and recorded[2] then
+        busy[3] = recorded[2]
+      end
+    end
+    return busy
   end
 end
 

@@ -22,13 +22,21 @@ const ATTEMPT_GRACE = 250;
  * (`limit.cancel`), even if Redis never answers (a partition, a frozen server: the command stays
  * queued in the client); a reply that comes after that and won the lock is given back. (A queue
  * entry it made is the waiter's to remove: see {@link Waiter.exit}.) A backend that bounds its
- * own calls needs no limit.
+ * own calls needs no limit. `askHolder`: see {@link Backend.acquire}.
  */
-export function attempt(backend: Backend, keys: LockKeys, token: string, ttl: number, queue: QueueEntry | undefined, limit?: AttemptLimit): Promise<AcquireReply> {
+export function attempt(
+  backend: Backend,
+  keys: LockKeys,
+  token: string,
+  ttl: number,
+  queue: QueueEntry | undefined,
+  limit?: AttemptLimit,
+  askHolder?: boolean,
+): Promise<AcquireReply> {
   const giveBack = (): void => {
     backend.release(keys, token).catch(() => {});
   };
-  const acquiring = backend.acquire(keys, token, ttl, queue);
+  const acquiring = backend.acquire(keys, token, ttl, queue, askHolder);
   if (!limit || backend.boundsCalls) {
     return acquiring.catch((error: unknown) => {
       giveBack(); // the reply may be what was lost

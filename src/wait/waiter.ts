@@ -81,6 +81,8 @@ export class Waiter implements Listener, AttemptLimit {
   jitter = false;
   /** True once an attempt got a reply: a wait that never got one ends with an UnreachableError, not a timeout. */
   replied = false;
+  /** Who held the lock at the last attempt that found it held, when the holder recorded itself: a timeout names it. */
+  heldBy: string | undefined = undefined;
   wake: (() => void) | undefined = undefined;
   cancel: ((reason: unknown) => void) | undefined = undefined;
   /** The deadline while it waits in memory behind callers of its own process. */
@@ -123,7 +125,7 @@ export class Waiter implements Listener, AttemptLimit {
   /** The error of an attempt that got no reply by the deadline: Redis unreachable if no attempt of this wait got one, else a timeout. */
   noReply(): Error {
     const waited = now() - this.started;
-    if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts);
+    if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts, undefined, this.heldBy);
     const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
     const { backend } = this.#context;
     return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.());
@@ -148,8 +150,13 @@ export class Waiter implements Listener, AttemptLimit {
   /**
    * One attempt. With `notify` it queues in the backend only once a grant can be heard: a release
    * takes a queued waiter whose inbox has no listener for a dead one, and passes it over.
+   *
+   * It asks who holds a busy lock (for the timeout's message) when a timeout may follow its
+   * reply, which costs one key more on Redis: not a `probe`, the first attempt of an acquire,
+   * which usually finds the lock free, unless it is the only one (`wait: 0`); never for a wait
+   * without end.
    */
-  async attempt(): Promise<Attempt> {
+  async attempt(probe = false): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
     // Heard by the inbox from its first attempt (a grant or a wake-up can only follow one) until the exit.
     inbox.add(this.member, this);
@@ -161,7 +168,8 @@ export class Waiter implements Listener, AttemptLimit {
     this.inFlight = true;
     try {
       const queue = listening ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
-      const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
+      const askHolder = probe ? this.deadline <= this.started : this.deadline !== Infinity;
+      const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
       this.replied = true;
       return { reply, sentAt, inboxWasListening: listening };
     } finally {
@@ -206,7 +214,10 @@ export class Waiter implements Listener, AttemptLimit {
         a = await this.attempt();
       }
       const { reply, inboxWasListening } = a;
-      if (!reply.acquired) this.lastSent = a.sentAt;
+      if (!reply.acquired) {
+        this.lastSent = a.sentAt;
+        this.heldBy = reply.holder;
+      }
       const grant = this.won(a);
       if (grant) return grant;
       this.#throwIfStopped();
@@ -336,6 +347,6 @@ export class Waiter implements Listener, AttemptLimit {
   /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
   #giveUp(outcome: QuorumOutcome | undefined): Error {
     if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
-    return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome);
+    return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome, this.heldBy);
   }
 }

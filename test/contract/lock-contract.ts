@@ -21,6 +21,7 @@ import {
 import { hostname } from 'node:os';
 import type { SemaphoreKind } from '../../src/keys.js';
 import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
+import { timeoutHolderContract } from './timeout-holder-contract.js';
 
 /** Resolves when `signal` aborts, with its reason. */
 export async function aborted(signal: AbortSignal): Promise<unknown> {
@@ -298,6 +299,8 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       await holder.release();
     });
   });
+
+  timeoutHolderContract({ locks, fresh });
 
   describe('a lease that expires or is taken', () => {
     it('signals loss when its validity runs out, and its release then reports it', async () => {

@@ -10,13 +10,13 @@ import { GlideClient, Logger as GlideLogger, ProtocolVersion } from '@valkey/val
 import { Valkey } from 'iovalkey';
 import { createClient as createClient6 } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { asSnapshot } from '../../src/backend/redis-backend.js';
+import { acquireCall, acquireReply, asSnapshot } from '../../src/backend/redis-backend.js';
 import { configValue } from '../../src/backend/eviction-policy.js';
 import { adaptClient } from '../../src/client/detect.js';
 import { isNoScript, isWrongType, type ScriptClient } from '../../src/client/script-client.js';
 import { lockKeys } from '../../src/keys.js';
 import { runScript } from '../../src/lua/run-script.js';
-import { fencedReadScript, inspectScript } from '../../src/lua/scripts.generated.js';
+import { acquireScript, fencedReadScript, inspectScript } from '../../src/lua/scripts.generated.js';
 import { checkEvictionPolicy, createLocks } from '../../src/index.js';
 import { CLIENT_CELLS } from '../helpers/client-cells.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
@@ -93,6 +93,23 @@ describe.each(subjects)('replies through $label', (subject) => {
     const held = asSnapshot(await runScript(adapted, inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []));
     expect(held).toMatchObject({ token: 'tok', fence: 42, queued: 0, holder: { who: 'me', since: 1000 } });
     expect(held.ttl).toBeGreaterThan(0);
+  });
+
+  it("acquire.lua's busy replies parse: {0, pttl}, and {0, pttl, who} when asked and the holder recorded itself", async () => {
+    const keys = lockKeys(uniquePrefix(), 'busy');
+    const queue = { member: 'm:1', entryTtl: 3000 };
+    const busy = async (askHolder: boolean, queued = false) => {
+      const call = acquireCall(keys, 'other', 5000, queued ? queue : undefined, undefined, askHolder);
+      return acquireReply(await runScript(adapted, acquireScript, call.keys, call.args), acquireScript);
+    };
+    await redis.raw.set(keys.lock, 'tok', 'PX', 10_000);
+    expect(await busy(true)).toEqual({ acquired: false, ttl: expect.any(Number) }); // no record
+    await redis.raw.hset(keys.holder, 'token', 'tok', 'who', 'worker "7"', 'since', '1000');
+    expect(await busy(true)).toEqual({ acquired: false, ttl: expect.any(Number), holder: 'worker "7"' });
+    expect(await busy(true, true)).toEqual({ acquired: false, ttl: expect.any(Number), holder: 'worker "7"' });
+    expect(await busy(false)).toEqual({ acquired: false, ttl: expect.any(Number) }); // not asked
+    await redis.raw.hset(keys.holder, 'token', 'an earlier lease');
+    expect(await busy(true, true)).toEqual({ acquired: false, ttl: expect.any(Number) });
   });
 
   it('fenced-read.lua: nil when never written', async () => {
