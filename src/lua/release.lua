@@ -83,7 +83,10 @@ if newToken == '' or ARGV[5] == '1' then
     if deadline and tonumber(deadline) > nowMs then
       local fence = grant(token, ttl)
       local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
-      if redis.call(publish, inbox, head .. ' ' .. fence) > 0 then
+      -- '%.0f': Lua's own number-to-string (head .. fence) keeps 14 significant digits, and a
+      -- fence has 16 (microseconds): the waiter would read a rounded fence, possibly below the
+      -- previous holder's. (Numbers passed to redis.call as arguments are written in full.)
+      if redis.call(publish, inbox, head .. ' ' .. string.format('%.0f', fence)) > 0 then
         return {1, 0}
       end
       -- Nobody listens on its inbox: its process is gone. Try the next waiter.

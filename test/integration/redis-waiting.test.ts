@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { LeaseLostError, type Locks } from '../../src/index.js';
 import { uniquePrefix, useRedisServer, managerOver } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { lockKeys } from '../../src/keys.js';
 import { aborted } from '../contract/lock-contract.js';
 
 const redis = useRedisServer();
@@ -59,6 +60,24 @@ describe('waiting on Redis', () => {
     await holder.release(); // the dead waiter's inbox has no subscriber: the release skips it
     const lease = await waiting;
     expect(performance.now() - released).toBeLessThan(150); // not its 200 ms recheck, nor the 30 s TTL
+    await lease.release();
+  });
+
+  it('a waiter granted the lock by a release holds the fence Redis recorded, above the holder\'s (the grant message carries every digit)', async () => {
+    const prefix = uniquePrefix();
+    const keys = lockKeys(prefix, 'digits');
+    // A counter ahead of the clock, ending in 36: the holder gets ...37 and the grant ...38. A fence
+    // written into the message by Lua's own number formatting (14 significant digits) read ...00.
+    const ahead = (BigInt(Date.now()) * 1000n + 10_000_000_000n) / 100n * 100n + 36n;
+    await redis.raw.set(keys.fence, String(ahead), 'PX', 60_000);
+    const holder = await manager({ prefix }).acquire('digits', { ttl: 30_000 });
+    expect(holder.fence).toBe(Number(ahead + 1n));
+    const waiting = manager({ prefix, recheck: 60_000 }).acquire('digits', { wait: 10_000 });
+    await expect.poll(() => redis.raw.zcard(keys.queue), { timeout: 2000, interval: 5 }).toBe(1);
+    await holder.release();
+    const lease = await waiting;
+    expect(lease.fence).toBe(Number(await redis.raw.get(keys.fence)));
+    expect(lease.fence).toBe(holder.fence + 1);
     await lease.release();
   });
 
