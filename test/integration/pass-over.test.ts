@@ -46,7 +46,7 @@ describe('a queued waiter nobody hears', () => {
       expect(await acquire(B, 'mB:1')).toEqual([0, expect.any(Number)]);
       expect(await release(H)).toEqual([1, 0]);
       expect(await redis.raw.get(keys.lock)).toBe(B);
-      expect(await redis.raw.zrange(keys.queue, 0, -1)).toEqual(['mA:1']);
+      expect(await redis.raw.zrange(keys.queue, '0', '-1')).toEqual(['mA:1']);
       expect(await redis.raw.hget(keys.alive, 'mA:1')).toMatch(new RegExp(` ${A} -$`));
       await expect.poll(() => b.messages.length).toBe(1);
       // Its own next attempt writes the entry anew: it lives, and keeps its place.
@@ -55,7 +55,7 @@ describe('a queued waiter nobody hears', () => {
       // Unheard at the next release: passed over once more (its attempt cleared the mark); unheard again after that, dropped.
       expect(await release(B)).toEqual([1, 0]);
       expect(await redis.raw.get(keys.lock)).toBeNull();
-      expect(await redis.raw.zrange(keys.queue, 0, -1)).toEqual(['mA:1']);
+      expect(await redis.raw.zrange(keys.queue, '0', '-1')).toEqual(['mA:1']);
       expect(await acquire(C)).toBeGreaterThan(0);
       expect(await release(C)).toEqual([1, 0]);
       expect(await redis.raw.zcard(keys.queue)).toBe(0);
@@ -78,11 +78,11 @@ describe('a queued waiter nobody hears', () => {
       const wakeRelease = (token: string) => script(wakeReleaseScript.source, [keys.lock, keys.queue, keys.alive, keys.holder], [token, inboxes]);
       expect(await wakeRelease(H)).toBe(1);
       await expect.poll(() => b.messages).toEqual(['mB:1 0']);
-      expect(await redis.raw.zrange(keys.queue, 0, -1)).toEqual(['mA:1', 'mB:1']);
+      expect(await redis.raw.zrange(keys.queue, '0', '-1')).toEqual(['mA:1', 'mB:1']);
       expect(await redis.raw.hget(keys.alive, 'mA:1')).toMatch(/ -$/);
       await redis.raw.set(keys.lock, C);
       expect(await wakeRelease(C)).toBe(1);
-      expect(await redis.raw.zrange(keys.queue, 0, -1)).toEqual(['mB:1']);
+      expect(await redis.raw.zrange(keys.queue, '0', '-1')).toEqual(['mB:1']);
     } finally {
       b.close();
     }
@@ -105,7 +105,7 @@ describe('a queued waiter nobody hears', () => {
       expect(await redis.raw.hget(keys.alive, 'mB:1')).toMatch(/ -$/);
       // C goes past the marked entry; B keeps its place (first in the queue).
       expect(await acquire(C, 'mC:1')).toEqual([1, expect.any(Number)]);
-      expect(await redis.raw.zrange(keys.queue, 0, -1)).toEqual(['mB:1']);
+      expect(await redis.raw.zrange(keys.queue, '0', '-1')).toEqual(['mB:1']);
       // B listens again and looks (its attempt writes its entry anew): it is first for the next turn.
       const b = await listenOn(`${inboxes}mB`);
       try {
