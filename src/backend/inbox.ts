@@ -99,7 +99,7 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
       probe: async (keys, channel) => Number(await runScript(client, inboxListenersScript, [keys.lock], [channel])),
       resubscribe: async (channel) => {
         const entry = channels.get(channel);
-        if (entry && entry.count > 0) await (connection.resubscribe ?? connection.subscribe)(channel);
+        if (entry && entry.count > 0) await (connection.resubscribe ? connection.resubscribe(channel) : connection.subscribe(channel));
       },
       refresh: () => connection.refreshTopology?.(),
       recovered: () => listener(), // every waiter looks again: a grant or wake-up may have been published in the gap
