@@ -43,14 +43,13 @@ export const RESUBSCRIBE_MAX_MS = 1000;
  * again at once, for a grant or wake-up published in the gap. A check runs on each topology event
  * the client reports, and every {@link INBOX_AUDIT_MS} while there are channels.
  */
-export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): { check(moved?: boolean): void; close(): void } {
+export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): { check(): void; close(): void } {
   let running = false;
-  /** Another check was asked for while one ran; `movedAgain`: by a topology event. */
+  /** Another check was asked for while one ran. */
   let again = false;
-  let movedAgain = false;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
-  const audit = setInterval(() => check(false), auditMs);
+  const audit = setInterval(() => check(), auditMs);
   audit.unref();
 
   const pause = (ms: number): Promise<void> =>
@@ -60,7 +59,7 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
     });
 
   /** Probes the channels; returns those nobody listens on at their master (or whose probe failed). */
-  async function probeAll(only?: ReadonlySet<string>): Promise<{ lost: string[]; recovered: boolean; probed: number }> {
+  async function probeAll(only?: ReadonlySet<string>): Promise<{ lost: string[]; recovered: boolean }> {
     const lost: string[] = [];
     let recovered = false;
     const probes: Promise<void>[] = [];
@@ -88,17 +87,18 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
       );
     }
     await Promise.all(probes);
-    return { lost, recovered, probed: probes.length };
+    return { lost, recovered };
   }
 
   /**
-   * `moved`: a topology event asked for it. The client may have moved the subscriptions on its
-   * own before the probes, and a wake-up may have been lost meanwhile: every waiter looks again
-   * once all listen. An audit wakes them only when it found a channel that had lost its listener.
+   * Waiters are woken only when a channel was found unheard and is heard again. (Waking them on
+   * every topology event, in case the client moved a subscription on its own before a probe saw
+   * it gone, sent their attempts into the move: node-redis 6 rejects the commands in flight on a
+   * node client that a slot rediscovery drops, "Disconnects client", which ended their waits.
+   * A waiter a release passed over in such a short gap keeps its place and wakes at its recheck.)
    */
-  async function run(moved: boolean): Promise<void> {
-    const first = await probeAll();
-    let { lost, recovered } = first;
+  async function run(): Promise<void> {
+    let { lost, recovered } = await probeAll();
     let delay = RESUBSCRIBE_FIRST_MS;
     while (lost.length > 0 && !closed) {
       hooks.refresh();
@@ -110,25 +110,23 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
       lost = next.lost;
       recovered ||= next.recovered;
     }
-    if ((recovered || (moved && first.probed > 0)) && lost.length === 0 && !closed) hooks.recovered();
+    if (recovered && lost.length === 0 && !closed) hooks.recovered();
   }
 
-  function check(moved = true): void {
+  function check(): void {
     if (closed) return;
     if (running) {
       again = true;
-      movedAgain ||= moved;
       return;
     }
     running = true;
-    void run(moved)
+    void run()
       .catch(() => {})
       .finally(() => {
         running = false;
         if (again) {
-          const next = movedAgain;
-          again = movedAgain = false;
-          check(next);
+          again = false;
+          check();
         }
       });
   }

@@ -5,12 +5,13 @@
  * event announces it.
  */
 import { Cluster } from 'ioredis';
+import { Cluster as Cluster5 } from 'ioredis5';
 import { createCluster } from 'redis';
 import { createLocks, type Lease, type Locks } from '../../src/index.js';
 import type { LockKeys } from '../../src/keys.js';
 import type { ClusterNode, RedisCluster } from './redis-cluster.js';
 
-export type ClusterClientName = 'ioredis' | 'node-redis';
+export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis';
 
 /** The bound on a wake-up after a release once the topology has settled, ms, and the slack a loaded 2-core machine gets on top. */
 export const WAKE_BOUND_MS = 50;
@@ -23,8 +24,8 @@ export async function clusterManager(
   cleanup: Array<() => Promise<unknown>>,
   settings: { prefix: string; recheck?: number },
 ): Promise<Locks> {
-  if (kind === 'ioredis') {
-    const client = new Cluster(cluster.startupNodes);
+  if (kind === 'ioredis' || kind === 'ioredis5') {
+    const client = kind === 'ioredis' ? new Cluster(cluster.startupNodes) : new Cluster5(cluster.startupNodes);
     client.on('error', () => {});
     const locks = createLocks({ ...settings, redis: client });
     cleanup.push(async () => {
