@@ -93,10 +93,12 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
    */
   const channels = new Map<string, LockChannel>();
   const channelOf = (keys: LockKeys): string => lockInboxPrefix(keys) + managerId;
+  const prober = connection.scripts ? ({ ...client, ...connection.scripts } as ScriptClient) : client;
   const topology = followTopology(
     {
       channels: () => channels.entries(),
-      probe: async (keys, channel) => Number(await runScript(client, inboxListenersScript, [keys.lock], [channel])),
+      // On the subscriber's own client when it has one (see SubscriberConnection.scripts).
+      probe: async (keys, channel) => Number(await runScript(prober, inboxListenersScript, [keys.lock], [channel])),
       resubscribe: async (channel) => {
         const entry = channels.get(channel);
         if (entry && entry.count > 0) await (connection.resubscribe ? connection.resubscribe(channel) : connection.subscribe(channel));

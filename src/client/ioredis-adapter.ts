@@ -125,6 +125,10 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: Con
           resubscribe: async (channel: string) => {
             await sub.ssubscribe(channel);
           },
+          scripts: {
+            evalsha: (sha: string, keys: readonly string[], args: readonly string[]) => sub.evalsha(sha, keys.length, keys, args),
+            eval: (source: string, keys: readonly string[], args: readonly string[]) => sub.eval(source, keys.length, keys, args),
+          },
         }
       : {}),
     close: () => {

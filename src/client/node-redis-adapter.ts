@@ -141,6 +141,10 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
             await sub.sUnsubscribe(channel).catch(() => {});
             if (channels.has(channel)) await sub.sSubscribe(channel, onMessage);
           },
+          scripts: {
+            evalsha: (sha: string, keys: readonly string[], args: readonly string[]) => sub.evalSha(sha, { keys: [...keys], arguments: [...args] }),
+            eval: (source: string, keys: readonly string[], args: readonly string[]) => sub.eval(source, { keys: [...keys], arguments: [...args] }),
+          },
         }
       : {}),
     close: () => {

@@ -70,6 +70,14 @@ export interface SubscriberConnection {
    * names now. Without it, `subscribe` is sent again.
    */
   resubscribe?(channel: string): Promise<void>;
+  /**
+   * Cluster only, optional: scripts run on the subscriber's own cluster client (for the inbox's
+   * probes). A MOVED reply there refreshes the subscriber's slot map, which is the one that must
+   * learn of a move, and never the user's client's: node-redis rejects the commands in flight on
+   * a node client that a rediscovery drops, and a probe's MOVED on the user's client ended
+   * waiters' attempts that way.
+   */
+  readonly scripts?: Pick<ScriptClient, 'evalsha' | 'eval'>;
   close(): Promise<void>;
 }
 
