@@ -1,7 +1,10 @@
 import type { ScriptClient, SubscriberConnection } from '../client/script-client.js';
 import { BackendError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
+import { runScript } from '../lua/run-script.js';
+import { inboxListenersScript } from '../lua/scripts.generated.js';
 import { managerInbox, parseGrant, type Inbox } from './backend.js';
+import { followTopology, type FollowedChannel } from './inbox-topology.js';
 
 type GrantListener = (member?: string, fence?: number) => void;
 
@@ -68,8 +71,16 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
  * would hold a lease that Redis does not have (test: "keeps renewed leases and serves waiters
  * across a failover of one master", which failed 11 runs in 25 on ioredis 6). The cost
  * is one round trip per grant on Cluster.
+ *
+ * The subscriptions follow the topology (see followTopology): on each topology event the client
+ * reports (a slot refresh, a node that connected or left, a reconnect) and every `auditMs`, each
+ * channel is probed on its slot's master (inbox-listeners.lua counts what SPUBLISH would). A
+ * channel found without a listener there stops reporting itself listening, is subscribed again
+ * until the probe finds it, and then every waiter looks again at once: a release in the gap
+ * passed them over (release.lua keeps a waiter it finds unheard for the first time) and its
+ * message was lost.
  */
-export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener): Promise<Inbox> {
+export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener, auditMs?: number): Promise<Inbox> {
   const suffix = `:inbox:${managerId}`;
   const connection = await subscriber(client, listener, (from) => from.endsWith(suffix), true);
   /**
@@ -77,9 +88,28 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
    * entry whose count fell to 0 is unsubscribed once its subscribe completed, unless a join
    * revived it first; the entry is removed in the same step that sends the unsubscribe, so a
    * later join's subscribe goes out after it (one connection runs its commands in order).
+   * `ready` is false from the moment a probe finds the subscription gone from the channel's
+   * master until it is back there (see followTopology); joins meanwhile wait for it.
    */
-  const channels = new Map<string, { count: number; subscribed: Promise<void>; ready: boolean }>();
+  const channels = new Map<string, LockChannel>();
   const channelOf = (keys: LockKeys): string => lockInboxPrefix(keys) + managerId;
+  const prober = connection.scripts ? ({ ...client, ...connection.scripts } as ScriptClient) : client;
+  const topology = followTopology(
+    {
+      channels: () => channels.entries(),
+      // On the subscriber's own client when it has one (see SubscriberConnection.scripts).
+      probe: async (keys, channel) => Number(await runScript(prober, inboxListenersScript, [keys.lock], [channel])),
+      resubscribe: async (channel) => {
+        const entry = channels.get(channel);
+        if (entry && entry.count > 0) await (connection.resubscribe ? connection.resubscribe(channel) : connection.subscribe(channel));
+      },
+      refresh: () => connection.refreshTopology?.(),
+      recovered: () => listener(), // every waiter looks again: a grant or wake-up may have been published in the gap
+    },
+    auditMs,
+  );
+  connection.onTopologyChange?.(() => topology.check());
+  connection.onReconnect(() => topology.check());
   return {
     listening: (keys) => {
       const entry = channels.get(channelOf(keys));
@@ -90,12 +120,14 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
       const existing = channels.get(channel);
       if (existing) {
         existing.count++; // also revives an entry on its way out
-        return existing.subscribed;
+        return existing.ready || !existing.subscribed ? existing.subscription : existing.whenReady();
       }
-      const entry = { count: 1, subscribed: Promise.resolve(), ready: false };
-      entry.subscribed = connection.subscribe(channel).then(
+      const entry = lockChannel(keys);
+      entry.subscription = connection.subscribe(channel).then(
         () => {
+          entry.subscribed = true;
           entry.ready = true;
+          entry.readied();
         },
         (error: unknown) => {
           if (channels.get(channel) === entry) channels.delete(channel);
@@ -103,13 +135,13 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
         },
       );
       channels.set(channel, entry);
-      return entry.subscribed;
+      return entry.subscription;
     },
     leave(keys) {
       const channel = channelOf(keys);
       const entry = channels.get(channel);
       if (!entry || --entry.count > 0) return;
-      entry.subscribed
+      entry.subscription
         .then(() => {
           if (entry.count > 0 || channels.get(channel) !== entry) return; // joined again meanwhile
           channels.delete(channel);
@@ -117,7 +149,40 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
         })
         .catch(() => {});
     },
-    close: () => connection.close(),
+    close: () => {
+      topology.close();
+      return connection.close();
+    },
+  };
+}
+
+/** A lock's inbox channel on Cluster (see openLockInbox). */
+interface LockChannel extends FollowedChannel {
+  count: number;
+  subscribed: boolean;
+  subscription: Promise<void>;
+  /** Resolves once the channel listens again (at once when it does now). */
+  whenReady(): Promise<void>;
+  /** Resolves the joins that wait for it to listen again. */
+  readied(): void;
+}
+
+function lockChannel(keys: LockKeys): LockChannel {
+  let waiting: Array<() => void> = [];
+  return {
+    keys,
+    count: 1,
+    subscribed: false,
+    ready: false,
+    subscription: Promise.resolve(),
+    whenReady() {
+      return this.ready ? Promise.resolve() : new Promise<void>((resolve) => waiting.push(resolve));
+    },
+    readied() {
+      const resolved = waiting;
+      waiting = [];
+      for (const resolve of resolved) resolve();
+    },
   };
 }
 

@@ -26,7 +26,18 @@ export interface IoredisLike {
   isCluster?: boolean;
   /** On an ioredis `Cluster`: its node connections. */
   nodes?(role: 'master'): IoredisLike[];
+  /** On an ioredis `Cluster`: reads the slots again (CLUSTER SLOTS from one node). */
+  refreshSlotsCache?(callback?: (error?: Error | null) => void): void;
 }
+
+/**
+ * The events of an ioredis `Cluster` with `shardedSubscribers` after which its sharded
+ * subscriptions may have moved: `refresh` (it read the slots again: ioredis 6 does on a MOVED
+ * reply to SSUBSCRIBE and on a `sunsubscribe` push, which Redis sends when a failover or a reshard
+ * takes a channel's slot from a node), `+node`/`-node` (a node connection came or went),
+ * `subscribersReady` (ioredis 6 moved its per-master subscribers after a topology change).
+ */
+const TOPOLOGY_EVENTS = ['refresh', '+node', '-node', 'subscribersReady'] as const;
 
 export function isIoredis(client: unknown): client is IoredisLike {
   return hasMethods(client, 'evalsha', 'defineCommand', 'duplicate');
@@ -103,6 +114,23 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: Con
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
+    ...(sharded
+      ? {
+          onTopologyChange: (listener: () => void) => {
+            for (const event of TOPOLOGY_EVENTS) sub.on(event, listener);
+          },
+          refreshTopology: () => sub.refreshSlotsCache?.(() => {}),
+          // ioredis routes SSUBSCRIBE by its current slot map (to the master's subscriber, which
+          // Redis may have dropped the channel on): sent again as is.
+          resubscribe: async (channel: string) => {
+            await sub.ssubscribe(channel);
+          },
+          scripts: {
+            evalsha: (sha: string, keys: readonly string[], args: readonly string[]) => sub.evalsha(sha, keys.length, keys, args),
+            eval: (source: string, keys: readonly string[], args: readonly string[]) => sub.eval(source, keys.length, keys, args),
+          },
+        }
+      : {}),
     close: () => {
       unwatch();
       return quitOrForce(() => sub.quit(), () => sub.disconnect());

@@ -31,6 +31,19 @@ export interface NodeRedisLike {
   nodeClient?(node: unknown): Promise<NodeRedisLike> | NodeRedisLike;
 }
 
+/** A node-redis cluster client's slot map (`_slots`, not part of its typed API): how latchkey has it read the topology again. */
+interface NodeRedisSlots {
+  rediscover?(startWith?: unknown): Promise<unknown>;
+  masters?: Array<{ client?: unknown }>;
+}
+
+/**
+ * The events of a node-redis cluster client after which its sharded subscriptions may have
+ * moved: a node client that became ready (node-redis makes one for a shard's new master when it
+ * moves a subscription there) or went away (a node dropped from the slot map after a failover).
+ */
+const TOPOLOGY_EVENTS = ['node-ready', 'node-disconnect', 'sharded-channel-moved-error'] as const;
+
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
   return hasMethods(client, 'evalSha', 'sendCommand', 'duplicate');
 }
@@ -111,6 +124,29 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
+    ...(cluster
+      ? {
+          onTopologyChange: (listener: () => void) => {
+            for (const event of TOPOLOGY_EVENTS) sub.on(event, listener);
+          },
+          refreshTopology: () => {
+            // node-redis 5's rediscover reads the slots from the client it is given; 6's from any.
+            const slots = (sub as unknown as { _slots?: NodeRedisSlots })._slots;
+            slots?.rediscover?.(slots.masters?.find((m) => m.client)?.client).catch(() => {});
+          },
+          // node-redis sends SSUBSCRIBE only for a channel its node client has no listener for:
+          // one that Redis dropped, or that sits on a demoted master, is left first.
+          resubscribe: async (channel: string) => {
+            if (!channels.has(channel)) return;
+            await sub.sUnsubscribe(channel).catch(() => {});
+            if (channels.has(channel)) await sub.sSubscribe(channel, onMessage);
+          },
+          scripts: {
+            evalsha: (sha: string, keys: readonly string[], args: readonly string[]) => sub.evalSha(sha, { keys: [...keys], arguments: [...args] }),
+            eval: (source: string, keys: readonly string[], args: readonly string[]) => sub.eval(source, { keys: [...keys], arguments: [...args] }),
+          },
+        }
+      : {}),
     close: () => {
       unwatch();
       return closeClient(sub);

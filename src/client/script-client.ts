@@ -56,6 +56,28 @@ export interface SubscriberConnection {
   onMessage(listener: (channel: string, message: string) => void): void;
   /** Called when the connection is ready again after a reconnect: messages may have been missed meanwhile. */
   onReconnect(listener: () => void): void;
+  /**
+   * Cluster only, optional: called when sharded subscriptions may have moved or been dropped (the
+   * client refreshed its slots, a node connected or went away, a `sunsubscribe` push or a MOVED
+   * reply to SSUBSCRIBE). The listener checks where its channels are heard.
+   */
+  onTopologyChange?(listener: () => void): void;
+  /** Cluster only, optional: asks the client to read the slots again (its map may be stale: a subscribe landed on a replica). */
+  refreshTopology?(): void;
+  /**
+   * Cluster only, optional: subscribes again to a channel the client may believe it still has
+   * (its subscription was dropped by the server or is on a replica), on the node its slot map
+   * names now. Without it, `subscribe` is sent again.
+   */
+  resubscribe?(channel: string): Promise<void>;
+  /**
+   * Cluster only, optional: scripts run on the subscriber's own cluster client (for the inbox's
+   * probes). A MOVED reply there refreshes the subscriber's slot map, which is the one that must
+   * learn of a move, and never the user's client's: node-redis rejects the commands in flight on
+   * a node client that a rediscovery drops, and a probe's MOVED on the user's client ended
+   * waiters' attempts that way.
+   */
+  readonly scripts?: Pick<ScriptClient, 'evalsha' | 'eval'>;
   close(): Promise<void>;
 }
 

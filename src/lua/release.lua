@@ -9,7 +9,9 @@
      that waiter's token (from its queue entry) with a new fence, and its manager's inbox is
      told "<waiter> <fence>". The waiter needs no round trip of its own, nobody else wakes,
      and the releasing process cannot barge back in. A waiter whose inbox has no subscriber
-     (its process died) is skipped: PUBLISH reports how many received the message;
+     (PUBLISH reports how many received the message) is passed over: the first time its entry
+     stays in place, marked (its process may be between two subscriptions); the second, or
+     once its deadline passed, it is dropped (its process died);
    - free: the key is deleted.
   Where one server cannot decide who holds the lock next (Redlock's nodes, replica
   acknowledgement), wake-release.lua frees the lock and wakes the next waiter instead.
@@ -17,7 +19,7 @@
   KEYS[1]  lock key
   KEYS[2]  fence key
   KEYS[3]  queue key   sorted set of waiters in arrival order
-  KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
   KEYS[5]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
                        describes the lease that ends here
   ARGV[1]  token       token of the lease being released
@@ -72,14 +74,16 @@ local function grant(token, ttl)
 end
 
 if newToken == '' or ARGV[5] == '1' then
+  -- Entries passed over (see below) stay in the queue, ahead of the one looked at next.
+  local skip = 0
   for _ = 1, 100 do
-    local head = redis.call('ZPOPMIN', queueKey)[1]
+    local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
     if not head then break end
     local entry = redis.call('HGET', aliveKey, head)
-    redis.call('HDEL', aliveKey, head)
     now = now or redis.call('TIME')
     local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    local deadline, ttl, token = string.match(entry or '', '^(%d+) (%d+) (%x+)$')
+    local deadline, ttl, token, passed = string.match(entry or '', '^(%d+) (%d+) (%x+)(.*)$')
+    local keep = false
     if deadline and tonumber(deadline) > nowMs then
       local fence = grant(token, ttl)
       local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
@@ -87,9 +91,23 @@ if newToken == '' or ARGV[5] == '1' then
       -- fence has 16 (microseconds): the waiter would read a rounded fence, possibly below the
       -- previous holder's. (Numbers passed to redis.call as arguments are written in full.)
       if redis.call(publish, inbox, head .. ' ' .. string.format('%.0f', fence)) > 0 then
+        redis.call('ZREM', queueKey, head)
+        redis.call('HDEL', aliveKey, head)
         return {1, 0}
       end
-      -- Nobody listens on its inbox: its process is gone. Try the next waiter.
+      -- Nobody listens on its inbox: its process is gone, or it is between two subscriptions
+      -- (a failover or a reshard moved its channel). Passed over once: its entry keeps its place,
+      -- marked " -" (its next attempt writes it anew); found unheard again, it is dropped.
+      if passed == '' then
+        redis.call('HSET', aliveKey, head, entry .. ' -')
+        keep = true
+      end
+    end
+    if keep then
+      skip = skip + 1
+    else
+      redis.call('ZREM', queueKey, head)
+      redis.call('HDEL', aliveKey, head)
     end
   end
   if newToken == '' then

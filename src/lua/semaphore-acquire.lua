@@ -15,7 +15,8 @@
   KEYS[2]  permits key hash: token -> "<permits> <fence>", and "#used" -> permits in use
   KEYS[3]  fence key   string: the last fence issued for this semaphore
   KEYS[4]  queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs)
-  KEYS[5]  alive key   hash: waiter -> "<deadline ms>", when its entry is dead without another attempt
+  KEYS[5]  alive key   hash: waiter -> "<deadline ms>", when its entry is dead without another
+                       attempt[" -": a release passed it over once]
   ARGV[1]  token       the caller's random token
   ARGV[2]  ttl         lease time to live, milliseconds
   ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
@@ -72,15 +73,22 @@ if mine then
   return {1, tonumber(string.match(mine, ' (%d+)$'))}
 end
 
--- The first live waiter in the queue, dropping dead entries on the way.
+-- The first live waiter in the queue, dropping dead entries on the way. An entry a release passed
+-- over (marked " -": nobody listened on its inbox) is skipped, not dropped, unless it is the
+-- caller's own: it keeps its place, and its next attempt writes it anew.
 local function firstLive()
+  local skip = 0
   for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+    local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
     if not head then return nil end
-    local deadline = tonumber(redis.call('HGET', aliveKey, head) or '0')
-    if deadline > nowMs then return head end
-    redis.call('ZREM', queueKey, head)
-    redis.call('HDEL', aliveKey, head)
+    local entry = redis.call('HGET', aliveKey, head) or '0'
+    if tonumber(string.match(entry, '^%d+')) > nowMs then
+      if head == waiter or string.sub(entry, -2) ~= ' -' then return head end
+      skip = skip + 1
+    else
+      redis.call('ZREM', queueKey, head)
+      redis.call('HDEL', aliveKey, head)
+    end
   end
   return nil
 end

@@ -5,7 +5,7 @@
 
   KEYS[1]  holders key sorted set: token -> expiry (server ms)
   KEYS[2]  queue key   sorted set of waiters
-  KEYS[3]  alive key   hash: waiter -> "<deadline ms>"
+  KEYS[3]  alive key   hash: waiter -> "<deadline ms>"[" -": a release passed it over once]
   ARGV[1]  waiter      "<inbox>:<id>"
   ARGV[2]  token       the waiter's token
   ARGV[3]  inbox prefix  a waiter "<inbox>:<id>" is told on ARGV[3] .. "<inbox>"
@@ -16,11 +16,18 @@
     0  otherwise
 ]]
 local publish = ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH'
-local wasFirst = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[1]
+-- The first waiter that holds the others back: entries a release passed over (marked " -") do not.
+local function first()
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, 9)) do
+    if string.sub(redis.call('HGET', KEYS[3], member) or '', -2) ~= ' -' then return member end
+  end
+  return nil
+end
+local wasFirst = first() == ARGV[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if wasFirst then
-  local nextWaiter = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  local nextWaiter = first()
   if nextWaiter then
     redis.call(publish, ARGV[3] .. string.match(nextWaiter, '^(.*):[^:]*$'), nextWaiter .. ' 0')
   end

@@ -1,11 +1,14 @@
 --[[
   semaphore-release: give back a holder's permits, only if its lease is still there, and wake
-  the first live queued waiter ("<waiter> 0": it tries again at once and keeps its place).
+  the first live queued waiter ("<waiter> 0": it tries again at once and keeps its place). A
+  waiter whose inbox has no subscriber is passed over: the first time its entry stays in place,
+  marked " -" (its process may be between two subscriptions: semaphore-acquire lets the waiters
+  behind it go first until its next attempt), the second time it is dropped (its process died).
 
   KEYS[1]  holders key sorted set: token -> expiry (server ms)
   KEYS[2]  permits key hash: token -> "<permits> <fence>", and "#used" -> permits in use
   KEYS[3]  queue key   sorted set of waiters
-  KEYS[4]  alive key   hash: waiter -> "<deadline ms>"
+  KEYS[4]  alive key   hash: waiter -> "<deadline ms>"[" -": passed over once]
   ARGV[1]  token       the lease's token
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on ARGV[2] .. "<inbox>"
   ARGV[3]  sharded     "1": Redis Cluster (SPUBLISH), "0": PUBLISH
@@ -31,15 +34,24 @@ redis.call('ZREM', holders, ARGV[1])
 if not expiry or tonumber(expiry) <= nowMs then
   return 0
 end
+local skip = 0
 for _ = 1, 100 do
-  local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+  local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
   if not head then break end
-  local deadline = tonumber(redis.call('HGET', aliveKey, head) or '0')
-  if deadline > nowMs and redis.call(publish, ARGV[2] .. string.match(head, '^(.*):[^:]*$'), head .. ' 0') > 0 then
+  local entry = redis.call('HGET', aliveKey, head) or '0'
+  local live = tonumber(string.match(entry, '^%d+')) > nowMs
+  if live and redis.call(publish, ARGV[2] .. string.match(head, '^(.*):[^:]*$'), head .. ' 0') > 0 then
     break
   end
-  -- Expired, or nobody listens on its inbox (its process is gone): drop it.
-  redis.call('ZREM', queueKey, head)
-  redis.call('HDEL', aliveKey, head)
+  if live and string.sub(entry, -2) ~= ' -' then
+    -- Nobody listens on its inbox, for the first time: passed over, its entry kept in place and
+    -- marked (its process may be between two subscriptions; its next attempt writes it anew).
+    redis.call('HSET', aliveKey, head, entry .. ' -')
+    skip = skip + 1
+  else
+    -- Expired, or unheard twice (its process is gone): drop it.
+    redis.call('ZREM', queueKey, head)
+    redis.call('HDEL', aliveKey, head)
+  end
 end
 return 1

@@ -6,16 +6,17 @@
   it (as release.lua does): on each node of a Redlock (a lock needs a majority of nodes, and
   this node is one vote), and with replica acknowledgement (every lease must go through an
   acquire and its WAIT). The waiter is told "<waiter> 0" on its manager's inbox channel: it keeps
-  its place in the queue and tries again at once. A waiter whose entry expired, or whose inbox
-  has no subscriber (its process is gone: PUBLISH reports how many received the message), is
-  dropped and the next one told.
+  its place in the queue and tries again at once. A waiter whose entry expired is dropped and
+  the next one told. A waiter whose inbox has no subscriber (PUBLISH reports how many received
+  the message) is passed over: the first time its entry stays in place, marked " -" (its process
+  may be between two subscriptions), the second time it is dropped (its process is gone).
 
   This is every Redlock release's path, so it does as little as it can: three calls when nobody
   waits, and no more arguments than it needs.
 
   KEYS[1]  lock key
   KEYS[2]  queue key   sorted set of waiters in arrival order
-  KEYS[3]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[3]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
   KEYS[4]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
                        describes the lease that ends here
   ARGV[1]  token       token of the lease being released
@@ -40,8 +41,9 @@ local queueKey, aliveKey = KEYS[2], KEYS[3]
 -- How many listeners got the message: SPUBLISH counts those on this shard, where the inbox is.
 local publish = ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH'
 local nowMs
+local skip = 0
 for _ = 1, 100 do
-  local head = redis.call('ZRANGE', queueKey, 0, 0)[1]
+  local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
   if not head then break end
   local entry = redis.call('HGET', aliveKey, head)
   if not nowMs then
@@ -49,13 +51,21 @@ for _ = 1, 100 do
     nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   end
   local deadline = string.match(entry or '', '^(%d+) ')
+  local live = deadline and tonumber(deadline) > nowMs
   local inbox = ARGV[2] .. string.match(head, '^(.*):[^:]*$')
-  if deadline and tonumber(deadline) > nowMs and redis.call(publish, inbox, head .. ' 0') > 0 then
+  if live and redis.call(publish, inbox, head .. ' 0') > 0 then
     break
   end
-  -- Expired, or nobody listens on its inbox (its process is gone): drop it.
-  redis.call('ZREM', queueKey, head)
-  redis.call('HDEL', aliveKey, head)
+  if live and string.sub(entry, -2) ~= ' -' then
+    -- Nobody listens on its inbox, for the first time: passed over, its entry kept in place and
+    -- marked (its process may be between two subscriptions; its next attempt writes it anew).
+    redis.call('HSET', aliveKey, head, entry .. ' -')
+    skip = skip + 1
+  else
+    -- Expired, or unheard twice (its process is gone): drop it.
+    redis.call('ZREM', queueKey, head)
+    redis.call('HDEL', aliveKey, head)
+  end
 end
 redis.call('DEL', KEYS[1], KEYS[4])
 return 1

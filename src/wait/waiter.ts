@@ -161,13 +161,17 @@ export class Waiter implements Listener, AttemptLimit {
     // Heard by the inbox from its first attempt (a grant or a wake-up can only follow one) until the exit.
     inbox.add(this.member, this);
     const listening = this.strategy === 'notify' && inbox.listening(this.keys);
+    // Queued already, it keeps its place while its inbox subscribes again (a failover or a
+    // reshard moved the channel): its entry is written anew, which tells a release that passed it
+    // over for want of a listener that its process lives.
+    const queues = listening || (this.strategy === 'notify' && this.queuedRemotely);
     // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
-    if (listening) this.queuedRemotely = true;
+    if (queues) this.queuedRemotely = true;
     const sentAt = now();
     this.attempts++;
     this.inFlight = true;
     try {
-      const queue = listening ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
+      const queue = queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
       const askHolder = probe ? this.deadline <= this.started : this.deadline !== Infinity;
       const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
       this.replied = true;

@@ -1,0 +1,157 @@
+/**
+ * Waiters on a Redis Cluster whose topology moves (issue 19): after a graceful failover, a forced
+ * one and a reshard of the lock's slot, a waiter queued before the move is woken within
+ * WAKE_BOUND_MS of the release, not at its recheck (60 s here, so that a recheck cannot hide a
+ * lost subscription); a release in the gap, before the waiter's inbox listens again, does not
+ * drop it; a fair lock serves its waiters in arrival order across a failover. Fences increase
+ * and no two holders overlap in each. On a 3-master cluster with one replica each, through
+ * ioredis 6 and 5 and node-redis 6 cluster clients (ioredis 5 ignores the `sunsubscribe` push a
+ * node sends when it loses a slot: without latchkey's own check its subscriptions stay lost).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockKeys, semaphoreKeys, type LockKeys } from '../../src/keys.js';
+import type { Locks } from '../../src/index.js';
+import { otherMaster, moveSlot, slotOf } from '../helpers/cluster-reshard.js';
+import { uniquePrefix } from '../helpers/harness.js';
+import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
+import {
+  clusterManager,
+  inboxChannel,
+  queuedMembers,
+  stamped,
+  untilHeard,
+  WAKE_BOUND_MS,
+  WAKE_SLACK_MS,
+  within,
+  type ClusterClientName,
+} from '../helpers/topology-waiters.js';
+
+let cluster: RedisCluster;
+const cleanup: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 1 });
+}, 60_000);
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step().catch(() => {});
+  await cluster?.stop();
+});
+
+/** A waiter's recheck far beyond the test: only a message (or a recovery wake-up) wakes it. */
+const RECHECK = 60_000;
+
+type Move = (master: ClusterNode, keys: LockKeys) => Promise<void>;
+
+const MOVES: Array<[string, Move]> = [
+  ['a graceful failover (CLUSTER FAILOVER)', async (master) => void (await cluster.failover(master))],
+  ['a forced failover (CLUSTER FAILOVER FORCE)', async (master) => void (await cluster.failover(master, { mode: 'force' }))],
+  ['a reshard of its slot', async (master, keys) => moveSlot(cluster, await slotOf(cluster, keys.lock), master, otherMaster(cluster, master))],
+];
+
+function report(what: string, figures: Record<string, number>): void {
+  console.info(`[topology] ${what}: ${Object.entries(figures).map(([k, v]) => `${k} ${v} ms`).join(', ')}`);
+}
+
+describe.each<ClusterClientName>(['ioredis', 'ioredis5', 'node-redis'])('Redis Cluster whose topology moves, through %s', (client) => {
+  /** The holder's manager, and `waiters` more whose recheck is {@link RECHECK}. */
+  const managers = async (prefix: string, waiters: number): Promise<Locks[]> => {
+    const all = [await clusterManager(cluster, client, cleanup, { prefix })];
+    for (let i = 0; i < waiters; i++) all.push(await clusterManager(cluster, client, cleanup, { prefix, recheck: RECHECK }));
+    return all;
+  };
+
+  it.each(MOVES)('a waiter queued before %s is woken within the bound after the release', async (what, move) => {
+    const prefix = uniquePrefix();
+    const name = 'moved';
+    const keys = lockKeys(prefix, name);
+    const [a, b] = (await managers(prefix, 1)) as [Locks, Locks];
+    const holder = await a.acquire(name, { ttl: 30_000 });
+    const waiting = stamped(b.acquire(name, { wait: 25_000 }));
+    const [member] = await queuedMembers(cluster, keys, 1);
+    const channel = inboxChannel(keys, member!);
+    expect(await untilHeard(cluster, keys, [channel])).toBeGreaterThanOrEqual(0);
+
+    const moving = performance.now();
+    await move(await cluster.masterForKey(keys.lock), keys);
+    const moved = Math.round(performance.now() - moving);
+    // Settled: the waiter's inbox listens on the slot's master again (-1: it never did), and the
+    // holder's client knows the slot's master (else the release's MOVED, which node-redis answers
+    // by reading the whole topology, would be counted as the waiter's delay).
+    const resubscribed = await untilHeard(cluster, keys, [channel]);
+    await a.inspect(name);
+    const released = performance.now();
+    await holder.release();
+    const next = await within(waiting, 5000);
+    const wake = next ? Math.round(next.at - released) : -1;
+    report(`${client}, ${what}`, { move: moved, 'heard again after': resubscribed, 'woken after the release': wake });
+    expect(resubscribed).toBeGreaterThanOrEqual(0);
+    expect(next).toBeDefined();
+    expect(wake).toBeLessThan(WAKE_BOUND_MS + WAKE_SLACK_MS);
+    expect(next!.lease.fence).toBeGreaterThan(holder.fence);
+    await next!.lease.release();
+  });
+
+  it('a release in the gap (before the waiter listens on the new master) does not drop the waiter: it is woken when its inbox listens again', async () => {
+    const prefix = uniquePrefix();
+    const name = 'gap';
+    const keys = lockKeys(prefix, name);
+    const [a, b] = (await managers(prefix, 1)) as [Locks, Locks];
+    const holder = await a.acquire(name, { ttl: 30_000 });
+    const waiting = stamped(b.acquire(name, { wait: 25_000 }));
+    const [member] = await queuedMembers(cluster, keys, 1);
+    expect(await untilHeard(cluster, keys, [inboxChannel(keys, member!)])).toBeGreaterThanOrEqual(0);
+
+    await cluster.failover(await cluster.masterForKey(keys.lock));
+    const released = performance.now();
+    await holder.release();
+    const next = await within(waiting, 10_000);
+    const wake = next ? Math.round(next.at - released) : -1;
+    report(`${client}, a release right after a graceful failover`, { 'woken after the release': wake });
+    expect(next).toBeDefined(); // not at its recheck (60 s) nor the wait's end (25 s)
+    expect(next!.lease.fence).toBeGreaterThan(holder.fence);
+    await next!.lease.release();
+  });
+
+  it('a fair lock serves its waiters in arrival order across a graceful failover', async () => {
+    const prefix = uniquePrefix();
+    const name = 'fair';
+    const keys = semaphoreKeys(prefix, name, { limit: 1, permits: 1 }, 'fair');
+    const [a, b, c] = (await managers(prefix, 2)) as [Locks, Locks, Locks];
+    const held = await a.fairLock(name).acquire({ ttl: 30_000 });
+    const first = stamped(b.fairLock(name).acquire({ wait: 25_000 }));
+    const [bMember] = await queuedMembers(cluster, keys, 1);
+    expect(await untilHeard(cluster, keys, [inboxChannel(keys, bMember!)])).toBeGreaterThanOrEqual(0);
+
+    await cluster.failover(await cluster.masterForKey(keys.lock));
+    // C comes after the failover; B stayed alive throughout.
+    const second = stamped(c.fairLock(name).acquire({ wait: 25_000 }));
+    const members = await queuedMembers(cluster, keys, 2);
+    expect(members[0]).toBe(bMember);
+    const resubscribed = await untilHeard(cluster, keys, members.map((m) => inboxChannel(keys, m)));
+    await a.inspect(name); // the holder's client knows the new master (same hash tag as the fair lock's keys)
+    const order: string[] = [];
+    void first.then(() => order.push('B'));
+    void second.then(() => order.push('C'));
+
+    const released = performance.now();
+    await held.release();
+    const b1 = await within(first, 5000);
+    const wake = b1 ? Math.round(b1.at - released) : -1;
+    report(`${client}, fair lock across a graceful failover`, { 'heard again after': resubscribed, 'first waiter woken after the release': wake });
+    expect(resubscribed).toBeGreaterThanOrEqual(0);
+    expect(b1).toBeDefined();
+    expect(order).toEqual(['B']);
+    expect(wake).toBeLessThan(WAKE_BOUND_MS + WAKE_SLACK_MS);
+    // No overlap: each holder got it after the previous one's release was sent.
+    const bReleased = performance.now();
+    await b1!.lease.release();
+    const c1 = await within(second, 5000);
+    expect(c1).toBeDefined();
+    expect(order).toEqual(['B', 'C']);
+    expect(b1!.at).toBeGreaterThanOrEqual(released);
+    expect(c1!.at).toBeGreaterThanOrEqual(bReleased);
+    expect(b1!.lease.fence).toBeGreaterThan(held.fence);
+    expect(c1!.lease.fence).toBeGreaterThan(b1!.lease.fence);
+    await c1!.lease.release();
+  });
+});
