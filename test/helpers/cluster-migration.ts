@@ -6,8 +6,8 @@
  *   2. source: CLUSTER SETSLOT <slot> MIGRATING <target id>
  *   3. (optional) MIGRATE of the slot's keys from the source to the target, in batches
  *   4. finish: CLUSTER SETSLOT <slot> NODE <target id> on the target, the source and every other
- *      master; or abort: the keys moved so far go back to the source and both nodes forget the
- *      migration (CLUSTER SETSLOT <slot> STABLE).
+ *      master; or abort: the source forgets the migration (CLUSTER SETSLOT <slot> STABLE), the
+ *      keys moved so far go back to it, and the target forgets it too.
  *
  * While the slot is open the source answers a command on keys of the slot when it holds all of
  * them, ASK (go to the target) when it holds none, TRYAGAIN when it holds some; the target
@@ -100,8 +100,9 @@ export async function startMigration(cluster: RedisCluster, key: string, target?
     async abort() {
       assertOpen();
       closed = true;
-      if (moved > 0) await migrate(to, source);
+      // The source first: while it is MIGRATING it redirects (ASK) the keys coming back to it.
       await source.call('CLUSTER', 'SETSLOT', slot, 'STABLE');
+      if (moved > 0) await migrate(to, source);
       await to.call('CLUSTER', 'SETSLOT', slot, 'STABLE');
     },
   };

@@ -86,10 +86,18 @@ async function end(migration: SlotMigration, how: 'finish' | 'abort'): Promise<v
   await (how === 'finish' ? migration.finish() : migration.abort());
 }
 
-/** Aborts what a failed test left open. */
+/** Aborts what a failed test left open (the slot would stay open for the next tests). */
 async function closeLeftOpen(): Promise<void> {
-  for (const migration of open) await migration.abort().catch(() => {});
+  for (const migration of open) {
+    await migration.abort().catch((error: unknown) => console.error(`could not abort the migration of slot ${migration.slot}:`, error));
+  }
   open.clear();
+}
+
+/** A key prefix and a lock name of the test's own: the name is the hash tag, so each test has a slot of its own (most likely). */
+function fresh(): [string, string] {
+  const prefix = uniquePrefix();
+  return [prefix, `job-${prefix.slice(0, -1)}`];
 }
 
 /** Watches a lease: how it ended, if it did, and when release() was called (the end of its hold, for the overlap check). */
@@ -111,12 +119,12 @@ async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<v
 describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRATING, through %s', (driver) => {
   for (const holder of [false, true]) {
     it(`a lease renewed by its watchdog keeps its lock through ${HOLD} ms of MIGRATING${holder ? ', its holder recorded' : ''}, and is released during it`, async () => {
-      const prefix = uniquePrefix();
-      const keys = lockKeys(prefix, 'job');
+      const [prefix, name] = fresh();
+      const keys = lockKeys(prefix, name);
       const a = await manager(driver, { prefix, holder });
-      const lease = await a.acquire('job', { ttl: TTL, renew: true });
+      const lease = await a.acquire(name, { ttl: TTL, renew: true });
       const seen = watch(lease);
-      if (holder) await until(async () => (await a.inspect('job')).holder !== null);
+      if (holder) await until(async () => (await a.inspect(name)).holder !== null);
       const migration = await migrating(keys.lock);
       try {
         const stillSource = migration.source;
@@ -137,22 +145,22 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
         await closeLeftOpen();
       }
       // The lock is free and its next fence is above the lease's.
-      const next = await a.acquire('job', { ttl: TTL, wait: 5000 });
+      const next = await a.acquire(name, { ttl: TTL, wait: 5000 });
       expect(next.fence).toBeGreaterThan(lease.fence);
       await next.release();
     });
   }
 
   it('a waiter that comes during the migration waits it out (no BackendError), and gets the lock after the release; no overlap, fences increase', async () => {
-    const prefix = uniquePrefix();
-    const keys = lockKeys(prefix, 'job');
+    const [prefix, name] = fresh();
+    const keys = lockKeys(prefix, name);
     const [a, b] = [await manager(driver, { prefix }), await manager(driver, { prefix })];
-    const lease = await a.acquire('job', { ttl: TTL, renew: true });
+    const lease = await a.acquire(name, { ttl: TTL, renew: true });
     const first = watch(lease);
     const migration = await migrating(keys.lock);
     let second: ReturnType<typeof watch> | undefined;
     let waiterError: unknown;
-    const waiting = b.acquire('job', { ttl: TTL, wait: 20_000, renew: true }).then(
+    const waiting = b.acquire(name, { ttl: TTL, wait: 20_000, renew: true }).then(
       (won) => {
         second = watch(won);
         return won;
@@ -186,16 +194,16 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
   });
 
   it('a lease renewed with explicit extends while its keys already sit on the target (the slot still MIGRATING: ASK) stays held, and is released after the migration', async () => {
-    const prefix = uniquePrefix();
-    const keys = lockKeys(prefix, 'job');
+    const [prefix, name] = fresh();
+    const keys = lockKeys(prefix, name);
     const a = await manager(driver, { prefix });
-    const lease = await a.acquire('job', { ttl: TTL });
+    const lease = await a.acquire(name, { ttl: TTL });
     const seen = watch(lease);
     const migration = await migrating(keys.lock);
     try {
       // The source holds none of the lock's keys now: it sends a command on them to the target
       // (ASK), which runs it when it holds every key it names (or it names one).
-      expect(await migration.moveKeys()).toBe(2); // the lock and its fence counter
+      expect(await migration.moveKeys()).toBeGreaterThanOrEqual(2); // the lock and its fence counter
       for (const stop = performance.now() + HOLD; performance.now() < stop; ) {
         await lease.extend();
         await sleep(TTL / 3);
@@ -209,7 +217,7 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
     } finally {
       await closeLeftOpen();
     }
-    const next = await a.acquire('job', { ttl: TTL, wait: 5000 });
+    const next = await a.acquire(name, { ttl: TTL, wait: 5000 });
     expect(next.fence).toBeGreaterThan(lease.fence);
     await next.release();
   });
