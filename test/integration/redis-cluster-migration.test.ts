@@ -1,7 +1,8 @@
 /**
  * Redis Cluster while a lock's slot migrates (issue 19, part 1): the slot is held MIGRATING on its
  * master (IMPORTING on another) for seconds, as a big or interrupted reshard keeps it, through
- * ioredis Cluster and node-redis createCluster, on 3 masters with a replica each.
+ * ioredis Cluster and node-redis createCluster (and Valkey GLIDE's GlideClusterClient for the
+ * leases), on 3 masters with a replica each.
  *
  * The source node answers TRYAGAIN to a script on keys of the slot of which only some are on it
  * (a lock key with no holder record, no queue); ioredis retries that for ~1.6 s and fails "Too
@@ -116,7 +117,7 @@ async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<v
   }
 }
 
-describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRATING, through %s', (driver) => {
+describe.each<Driver>(['ioredis', 'node-redis', 'valkey-glide'])('Redis Cluster slot held MIGRATING, through %s', (driver) => {
   for (const holder of [false, true]) {
     it(`a lease renewed by its watchdog keeps its lock through ${HOLD} ms of MIGRATING${holder ? ', its holder recorded' : ''}, and is released during it`, async () => {
       const [prefix, name] = fresh();
@@ -151,7 +152,10 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
     });
   }
 
-  it('a waiter that comes during the migration waits it out (no BackendError), and gets the lock after the release; no overlap, fences increase', async () => {
+  // Not on GLIDE: it retries TRYAGAIN itself until its request timeout and then reports "timed
+  // out", which latchkey cannot tell from a server that hangs (the script may have run): such an
+  // attempt still ends the wait with a BackendError.
+  it.skipIf(driver === 'valkey-glide')('a waiter that comes during the migration waits it out (no BackendError), and gets the lock after the release; no overlap, fences increase', async () => {
     const [prefix, name] = fresh();
     const keys = lockKeys(prefix, name);
     const [a, b] = [await manager(driver, { prefix }), await manager(driver, { prefix })];
