@@ -269,7 +269,12 @@ export class LockWaits {
     if (renew || queue.waiters.length > 0) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});
     // Informational: a failure (or a lease already gone) only leaves the holder unrecorded.
-    else if (ctx.settings.holder !== undefined) void ctx.backend.recordHolder(keys, token, ctx.settings.holder).catch(() => {});
+    else if (ctx.settings.holder !== undefined) {
+      void ctx.backend
+        .recordHolder(keys, token, ctx.settings.holder)
+        .then((recorded) => recorded && lease.noteRecorded())
+        .catch(() => {});
+    }
     return lease;
   }
 

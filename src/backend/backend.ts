@@ -128,7 +128,13 @@ export interface Backend {
   acquireAll?(keys: readonly LockKeys[], token: string, ttl: number): Promise<MultiAcquireReply | undefined>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
-  extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
+  /**
+   * Sets a held lease's TTL again. `recorded`: whether the lease recorded its holder
+   * ({@link Backend.recordHolder}), whose record then lives as long as the lease; false lets Redis
+   * leave the record's key out of the call (on Cluster, a key that does not exist next to one that
+   * does is refused while the slot migrates). Default true.
+   */
+  extend(keys: LockKeys, token: string, ttl: number, recorded?: boolean): Promise<OwnershipReply>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;

@@ -1,4 +1,4 @@
-import type { ScriptClient } from '../client/script-client.js';
+import { isSlotRefusal, type ScriptClient } from '../client/script-client.js';
 import { BackendError, ReplicationError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import type { LuaScript } from '../lua/lua-script.js';
@@ -19,6 +19,7 @@ import {
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { releaseOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
@@ -57,6 +58,10 @@ export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: 
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
 const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(reply, wakeReleaseScript), 'release');
+const parseRelease = (reply: unknown): ReleaseReply => {
+  const [status, fence] = asPair(reply, releaseScript);
+  return status === 2 ? { handedOff: fence } : ownership(status, 'release');
+};
 
 /**
  * An acquire script's reply: acquire.lua answers a bare fence when it acquired (the cheapest reply
@@ -233,24 +238,39 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
       }
       // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
-      if (wake) return runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease);
       const [inboxAt, sharded] = publishArgs(client, keys);
-      const reply = await runScript(
-        client,
-        releaseScript,
-        [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
-        [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
-      );
-      const [status, fence] = asPair(reply, releaseScript);
-      return status === 2 ? { handedOff: fence } : ownership(status, 'release');
+      const full = wake
+        ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
+        : runScript(
+            client,
+            releaseScript,
+            [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
+            [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
+          ).then(parseRelease);
+      // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
+      // is then freed on its key alone.
+      return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
     },
-    async extend(keys, token, ttl) {
+    async extend(keys, token, ttl, recorded = true) {
       const script = keys.semaphore ? semaphoreExtendScript : extendScript;
       const client = ready ?? (await connect());
-      if (!replication) return ownership(asInteger(await runScript(client, script, [keys.lock, keys.holder], [token, String(ttl)]), script), 'extend');
+      // The holder key only when the lease recorded its holder (a semaphore's permits key always).
+      const extendKeys = recorded || keys.semaphore ? [keys.lock, keys.holder] : [keys.lock];
+      const args = [token, String(ttl)];
+      if (!replication) {
+        const extended = runScript(client, script, extendKeys, args);
+        if (!client.cluster || extendKeys.length === 1 || keys.semaphore) return ownership(asInteger(await extended, script), 'extend');
+        // Cluster: a holder key split from its lock key by a migration (moved in another batch,
+        // or evicted) gets the script refused; the lock key alone is renewed then.
+        const reply = await extended.catch((error: unknown) => {
+          if (!isSlotRefusal(error)) throw error;
+          return runScript(client, script, [keys.lock], args);
+        });
+        return ownership(asInteger(reply, script), 'extend');
+      }
       // An extension the replicas did not acknowledge must not lengthen the lease: a replica
       // promoted now would expire the key on the older TTL while the holder counted the newer one.
-      const [reply, acks] = await runScriptReplicated(client, script, [keys.lock, keys.holder], [token, String(ttl)], replication.replicas, replication.timeout);
+      const [reply, acks] = await runScriptReplicated(client, script, extendKeys, args, replication.replicas, replication.timeout);
       const result = ownership(asInteger(reply, script), 'extend');
       if (result === 'ok' && acks < replication.replicas && replication.shortfall === 'fail') {
         throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout, 'extend');

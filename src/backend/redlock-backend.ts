@@ -174,8 +174,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       }
     },
 
-    async extend(keys, token, ttl): Promise<OwnershipReply> {
-      const reply = decide(nodes, quorum, keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl), isOk));
+    async extend(keys, token, ttl, recorded): Promise<OwnershipReply> {
+      const reply = decide(nodes, quorum, keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl, recorded), isOk));
       if (reply === 'ok' && lateReplies.isHeld(token)) lateReplies.remember(token, ttl);
       // Lost on the majority: what is left on the minority is given back at once, not left to expire.
       if (reply !== 'ok') releaseEverywhere(keys, token);

@@ -110,6 +110,22 @@ export function isWrongType(error: unknown): boolean {
   return error instanceof Error && /WRONGTYPE/.test(error.message);
 }
 
+/**
+ * True when a Redis Cluster refused a command without running it, because of where its keys are
+ * rather than what they hold: TRYAGAIN (a command on several keys of a slot being migrated, of
+ * which only some are on the node), or the driver giving up after following redirections
+ * (ioredis and node-redis: "Too many Cluster redirections", ioredis's naming the last error).
+ * Read from the driver error's message, or its cause's (latchkey's BackendError wraps it). Not
+ * an UnreachableError (no reply at all), whatever its last connection error says.
+ */
+export function isSlotRefusal(error: unknown): boolean {
+  if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (/\bTRYAGAIN\b|Too many Cluster redirections/i.test(e.message)) return true;
+  }
+  return false;
+}
+
 /** How long a connection latchkey owns gets to quit gracefully before it is dropped, ms. */
 export const QUIT_TIMEOUT = 1000;
 

@@ -81,6 +81,8 @@ export class Lease implements AsyncDisposable {
   #releasing: Promise<void> | undefined;
   /** Holds in force: this lease's own, plus one per reentrant handle not yet released. */
   #holds = 1;
+  /** True once its holder record was written (the manager's `holder` option): extends keep it alive. */
+  #recorded = false;
 
   /** @internal Made by the manager; not for direct use. */
   constructor(
@@ -179,6 +181,11 @@ export class Lease implements AsyncDisposable {
     return { leave, context: this.#context, keys: this.#keys, sentAt: this.#acquiredAt };
   }
 
+  /** @internal Its holder record was written (see {@link Backend.recordHolder}): renewals keep it as long as the lease. */
+  noteRecorded(): void {
+    this.#recorded = true;
+  }
+
   /** How long the lease has been held so far, in ms. */
   get heldFor(): number {
     return now() - this.#acquiredAt;
@@ -196,7 +203,7 @@ export class Lease implements AsyncDisposable {
       const sentAt = now();
       // Not waited for past the lease's validity (a Redis that does not answer): the lease is
       // lost then, and an extend that succeeds later is given back.
-      const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl), 'extend', (late) => {
+      const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl, this.#recorded), 'extend', (late) => {
         if (late === 'ok') void this.#giveBack();
       });
       this.#afterOwnershipReply(reply);

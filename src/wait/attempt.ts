@@ -1,5 +1,6 @@
 import type { AcquireReply, Backend, QueueEntry } from '../backend/backend.js';
 import { now } from '../clock.js';
+import { isSlotRefusal } from '../client/script-client.js';
 import { settleBy } from '../deadlines.js';
 import { UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
@@ -11,6 +12,13 @@ export interface AttemptLimit {
   cancel: ((reason: unknown) => void) | undefined;
   /** The error of an attempt that got no reply by the deadline. */
   noReply(): Error;
+  /**
+   * True when the caller tries again with the same token after an attempt refused for where its
+   * keys are ({@link isSlotRefusal}): such an attempt ran nothing, and a give-back sent after it
+   * could run after the next attempt won the lock (a client retrying it through a migration) and
+   * delete that lease. (A Waiter's attempts.)
+   */
+  readonly retriesRefused?: boolean;
 }
 
 /** How long past its waiter's deadline an attempt in flight may still finish, ms. */
@@ -36,10 +44,14 @@ export function attempt(
   const giveBack = (): void => {
     backend.release(keys, token).catch(() => {});
   };
+  const failed = (error: unknown): void => {
+    if (limit?.retriesRefused && isSlotRefusal(error)) return;
+    giveBack(); // the reply may be what was lost
+  };
   const acquiring = backend.acquire(keys, token, ttl, queue, askHolder);
   if (!limit || backend.boundsCalls) {
     return acquiring.catch((error: unknown) => {
-      giveBack(); // the reply may be what was lost
+      failed(error);
       throw error;
     });
   }
@@ -50,7 +62,7 @@ export function attempt(
     late: (reply) => {
       if (reply.acquired) giveBack(); // ended before it came
     },
-    failed: giveBack,
+    failed,
     stoppable: limit,
   });
 }

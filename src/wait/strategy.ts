@@ -40,3 +40,14 @@ export function nextDelay(strategy: WaitStrategyName, attempt: number, holderTtl
   const own = strategy === 'notify' ? tuning.recheck : backoffDelay(attempt, tuning.backoffBase, tuning.backoffCap);
   return Math.max(0, Math.min(own, untilExpiry));
 }
+
+/**
+ * How long a waiter waits after its `refusals`-th refused attempt in a row (a Cluster slot that
+ * migrates, see Waiter.attempt), ms: the backoff's ceiling doubled each time from `backoffBase`
+ * (at least 25 ms) up to `backoffCap`, with jitter in its upper half, so that waiters of a slot do
+ * not retry in step, nor hammer a node that answers TRYAGAIN at once (node-redis does not retry it).
+ */
+export function refusalDelay(refusals: number, tuning: WaitTuning, random: () => number = Math.random): number {
+  const ceiling = Math.min(Math.max(tuning.backoffCap, 25), Math.max(25, tuning.backoffBase) * 2 ** Math.min(Math.max(0, refusals - 1), 30));
+  return Math.ceil(ceiling / 2 + (random() * ceiling) / 2);
+}

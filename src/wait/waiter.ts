@@ -1,6 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { AcquireReply, Backend } from '../backend/backend.js';
 import { undecided, type QuorumOutcome } from '../backend/quorum.js';
+import { isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
@@ -9,7 +10,7 @@ import type { RenewOptions } from '../lease/watchdog.js';
 import { attempt, type AttemptLimit } from './attempt.js';
 import type { InboxListener, Listener } from './inbox-listener.js';
 import { sleep } from './sleep.js';
-import { nextDelay, type WaitStrategyName, type WaitTuning } from './strategy.js';
+import { nextDelay, refusalDelay, type WaitStrategyName, type WaitTuning } from './strategy.js';
 
 /** What a waiter needs from its manager. */
 export interface WaitContext {
@@ -26,6 +27,11 @@ export interface Attempt {
   readonly reply: AcquireReply;
   readonly sentAt: number;
   readonly inboxWasListening: boolean;
+  /**
+   * True when Redis refused the attempt without running it ({@link isSlotRefusal}: a Cluster slot
+   * that migrates): `reply` is then a stand-in, busy with a `retryAfter`, and says nothing of the lock.
+   */
+  readonly refused?: boolean;
 }
 
 /** What a waiter won: the fence, when the attempt that won it was sent, and the replica acknowledgement. */
@@ -81,6 +87,12 @@ export class Waiter implements Listener, AttemptLimit {
   jitter = false;
   /** True once an attempt got a reply: a wait that never got one ends with an UnreachableError, not a timeout. */
   replied = false;
+  /** The refusal of the last attempt, when Redis refused it for where its keys are (a Cluster slot that migrates); cleared by a reply. */
+  refused: Error | undefined = undefined;
+  /** Attempts refused in a row. */
+  refusals = 0;
+  /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
+  readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held, when the holder recorded itself: a timeout names it. */
   heldBy: string | undefined = undefined;
   wake: (() => void) | undefined = undefined;
@@ -124,6 +136,7 @@ export class Waiter implements Listener, AttemptLimit {
 
   /** The error of an attempt that got no reply by the deadline: Redis unreachable if no attempt of this wait got one, else a timeout. */
   noReply(): Error {
+    if (this.refused) return this.refused; // the attempts before were refused: so, likely, is this one
     const waited = now() - this.started;
     if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts, undefined, this.heldBy);
     const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
@@ -155,6 +168,11 @@ export class Waiter implements Listener, AttemptLimit {
    * reply, which costs one key more on Redis: not a `probe`, the first attempt of an acquire,
    * which usually finds the lock free, unless it is the only one (`wait: 0`); never for a wait
    * without end.
+   *
+   * An attempt that Redis refused for where its keys are (a Cluster slot that migrates: TRYAGAIN,
+   * or the client's "Too many Cluster redirections") ran nothing: it counts as busy, to be tried
+   * again after a short backoff, and the wait goes on until its deadline (which then ends it with
+   * that refusal): a migration never ends a wait early with a BackendError.
    */
   async attempt(probe = false): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
@@ -173,8 +191,18 @@ export class Waiter implements Listener, AttemptLimit {
     try {
       const queue = queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
       const askHolder = probe ? this.deadline <= this.started : this.deadline !== Infinity;
-      const reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
+      let reply: AcquireReply;
+      try {
+        reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
+      } catch (error) {
+        if (!(error instanceof Error) || !isSlotRefusal(error)) throw error;
+        this.refused = error;
+        this.refusals++;
+        return { reply: { acquired: false, ttl: -1, retryAfter: refusalDelay(this.refusals, tuning) }, sentAt, inboxWasListening: listening, refused: true };
+      }
       this.replied = true;
+      this.refused = undefined;
+      this.refusals = 0;
       return { reply, sentAt, inboxWasListening: listening };
     } finally {
       this.inFlight = false;
@@ -218,7 +246,8 @@ export class Waiter implements Listener, AttemptLimit {
         a = await this.attempt();
       }
       const { reply, inboxWasListening } = a;
-      if (!reply.acquired) {
+      if (!reply.acquired && !a.refused) {
+        // (Not a refused attempt's: it did not reach the lock, and a grant counts from the last one that did.)
         this.lastSent = a.sentAt;
         this.heldBy = reply.holder;
       }
@@ -227,7 +256,8 @@ export class Waiter implements Listener, AttemptLimit {
       this.#throwIfStopped();
       const outcome = reply.acquired ? undefined : reply.outcome;
       if (!reply.acquired && reply.retryAfter !== undefined && reply.retryAfter > 0) {
-        // Redlock split vote: contenders back off for random times, or they split again.
+        // Redlock split vote: contenders back off for random times, or they split again. Or a
+        // refused attempt (a Cluster slot that migrates): tried again after a short backoff.
         this.jitter = true;
         await this.#sleep(Math.min(reply.retryAfter, Math.max(0, this.deadline - now())));
         this.jitter = false;
@@ -350,6 +380,7 @@ export class Waiter implements Listener, AttemptLimit {
 
   /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
   #giveUp(outcome: QuorumOutcome | undefined): Error {
+    if (this.refused) return this.refused;
     if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
     return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome, this.heldBy);
   }

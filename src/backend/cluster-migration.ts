@@ -1,0 +1,116 @@
+/**
+ * Redis Cluster while a lock's slot migrates (a reshard: CLUSTER SETSLOT MIGRATING on the source,
+ * IMPORTING on the target, then MIGRATE of its keys). The source runs a command on keys of the
+ * slot when all of them are on it, redirects it (ASK) when none is, and refuses it (TRYAGAIN) when
+ * only some are; the target, asked, refuses one on several keys when any is missing. A script
+ * naming a key that may not exist (a lock's queue, its holder record, a fence counter not yet
+ * written) next to one that does is thus refused for as long as the migration lasts, while a
+ * script on one key runs wherever that key is. ioredis retries TRYAGAIN (16 times, 100 ms apart by
+ * default) and then fails "Too many Cluster redirections"; node-redis fails at once.
+ *
+ * What latchkey does about it:
+ *  - a renewal names the lock key alone unless its lease recorded a holder (extend.lua);
+ *  - a release that is refused, or not answered within {@link FALLBACK_AFTER} ms, also frees the
+ *    lock on its key alone (release-key.lua) and tells the queued waiters to look again
+ *    (wake-queue.lua), both scripts on one key: {@link releaseOrFallBack};
+ *  - an acquire that is refused counts as "busy, try again" for a waiter, until its deadline (see
+ *    Waiter.attempt).
+ */
+import type { ScriptClient } from '../client/script-client.js';
+import { isSlotRefusal } from '../client/script-client.js';
+import { now } from '../clock.js';
+import { Deadlines, type Deadline } from '../deadlines.js';
+import type { LockKeys } from '../keys.js';
+import { asInteger, runScript } from '../lua/run-script.js';
+import { releaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
+import type { OwnershipReply, ReleaseReply } from './backend.js';
+
+/**
+ * How long a release on a Cluster client waits for its reply before it also frees the lock on its
+ * key alone, ms. A live cluster answers in far less; ioredis spends about 1.6 s retrying a refused
+ * script before it reports it, more than a short lease may have left.
+ */
+export const FALLBACK_AFTER = 200;
+
+/** The fallbacks' deadlines, on one timer (see {@link Deadlines}): a timer per release costs more than the rest of it. */
+const fallbacks = new Deadlines();
+
+/** How many queued waiters a fallback release tells to look again, from the head of the queue. */
+const WAKE_COUNT = '16';
+
+/**
+ * The fallback of a release on a Cluster: frees the lock on its key alone, only if it holds
+ * `token`; once freed, tells the first queued waiters to look again (not waited for: the queue key
+ * is its own call, and nobody else can take the lock while the slot migrates anyway).
+ */
+export async function releaseOnKey(client: ScriptClient, keys: LockKeys, token: string, inboxAt: string, sharded: string): Promise<OwnershipReply> {
+  const code = asInteger(await runScript(client, releaseKeyScript, [keys.lock], [token]), releaseKeyScript);
+  if (code === 1) {
+    void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+    return 'ok';
+  }
+  return code === 0 ? 'gone' : 'taken';
+}
+
+/**
+ * A release on a Cluster client: `full` (release.lua or wake-release.lua, on every key of the
+ * lock), and `fallback` ({@link releaseOnKey}) when `full` is refused for where its keys are
+ * ({@link isSlotRefusal}) or has not answered within `after` ms. Both delete only the caller's
+ * token, so either may run first, and the one that runs second finds the lock gone or someone
+ * else's (a full release retried by the client after the migration, say: it changes nothing).
+ *
+ * Resolves with `full`'s reply when it comes, or with 'ok' as soon as the fallback freed the lock.
+ * A fallback that found the lock not ours leaves the answer to `full` (it may have run first); if
+ * `full` is refused, that finding is the answer. `full` failing otherwise fails the release as it
+ * always did, unless a fallback already under way frees the lock.
+ */
+export function releaseOrFallBack(full: Promise<ReleaseReply>, fallback: () => Promise<OwnershipReply>, after = FALLBACK_AFTER): Promise<ReleaseReply> {
+  return new Promise<ReleaseReply>((resolve, reject) => {
+    let done = false;
+    let fell: Promise<OwnershipReply> | undefined;
+    /** What the fallback found, once it did. */
+    let found: { reply: OwnershipReply } | { error: unknown } | undefined;
+    /** Why `full` failed, once it did: the fallback then decides. */
+    let failed: { error: unknown } | undefined;
+    const deadline: Deadline = { at: now() + after, expire: () => fallBack() };
+    fallbacks.watch(deadline);
+    const settle = (outcome: { reply: ReleaseReply } | { error: unknown }): void => {
+      if (done) return;
+      done = true;
+      fallbacks.delete(deadline);
+      if ('reply' in outcome) resolve(outcome.reply);
+      else reject(outcome.error);
+    };
+    /** `full` failed and the fallback has spoken: a lock it freed is released; else full's refusal names what it found. */
+    const decide = (): void => {
+      if (!failed || !found) return;
+      if ('reply' in found && found.reply === 'ok') settle(found);
+      else if (isSlotRefusal(failed.error) && 'reply' in found) settle(found);
+      else settle(failed);
+    };
+    const fallBack = (): void => {
+      if (fell || done) return;
+      fell = fallback();
+      fell.then(
+        (reply) => {
+          found = { reply };
+          if (reply === 'ok') settle(found);
+          else decide();
+        },
+        (error: unknown) => {
+          found = { error };
+          decide();
+        },
+      );
+    };
+    full.then(
+      (reply) => settle({ reply }),
+      (error: unknown) => {
+        failed = { error };
+        if (fell) return decide();
+        if (isSlotRefusal(error)) return fallBack();
+        settle(failed);
+      },
+    );
+  });
+}

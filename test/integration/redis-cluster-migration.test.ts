@@ -1,0 +1,228 @@
+/**
+ * Redis Cluster while a lock's slot migrates (issue 19, part 1): the slot is held MIGRATING on its
+ * master (IMPORTING on another) for seconds, as a big or interrupted reshard keeps it, through
+ * ioredis Cluster and node-redis createCluster (and Valkey GLIDE's GlideClusterClient for the
+ * leases), on 3 masters with a replica each.
+ *
+ * The source node answers TRYAGAIN to a script on keys of the slot of which only some are on it
+ * (a lock key with no holder record, no queue); ioredis retries that for ~1.6 s and fails "Too
+ * many Cluster redirections", node-redis fails at once. What must hold: a lease renewed throughout
+ * is not lost while its key sits intact on the source (same token, same fence) and is released
+ * cleanly, during the migration or after it; a waiter that comes during the migration is not
+ * ended with a BackendError and gets the lock after the release; no two leases overlap, and
+ * fences increase.
+ */
+import { GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
+import { Cluster } from 'ioredis';
+import { createCluster } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocks, type Lease, type Locks } from '../../src/index.js';
+import { lockKeys } from '../../src/keys.js';
+import { startMigration, type SlotMigration } from '../helpers/cluster-migration.js';
+import { uniquePrefix } from '../helpers/harness.js';
+import { RedisCluster } from '../helpers/redis-cluster.js';
+
+/** How long each test keeps the slot MIGRATING, ms: past three TTLs, and past ioredis's 1.6 s of TRYAGAIN retries. */
+const HOLD = 3500;
+/** The leases' TTL: renewed every third of it by the watchdog. */
+const TTL = 1000;
+
+let cluster: RedisCluster;
+const cleanup: Array<() => Promise<unknown>> = [];
+/** Migrations a failed test left open: aborted after it, so the next test finds the cluster stable. */
+const open = new Set<SlotMigration>();
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 1 });
+}, 60_000);
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step().catch(() => {});
+  await cluster?.stop();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+type Driver = 'ioredis' | 'node-redis' | 'valkey-glide';
+
+async function manager(driver: Driver, settings: { prefix: string; holder?: boolean }): Promise<Locks> {
+  if (driver === 'ioredis') {
+    const client = new Cluster(cluster.startupNodes);
+    client.on('error', () => {});
+    const locks = createLocks({ redis: client, ...settings });
+    cleanup.push(async () => {
+      await locks.close();
+      client.disconnect();
+    });
+    return locks;
+  }
+  if (driver === 'valkey-glide') {
+    GlideLogger.setLoggerConfig('error');
+    const client = await GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 });
+    const locks = createLocks({ redis: client, ...settings });
+    cleanup.push(async () => {
+      await locks.close();
+      client.close();
+    });
+    return locks;
+  }
+  const client = createCluster({ rootNodes: cluster.rootNodes });
+  client.on('error', () => {});
+  await client.connect();
+  const locks = createLocks({ redis: client, ...settings });
+  cleanup.push(async () => {
+    await locks.close();
+    await client.close();
+  });
+  return locks;
+}
+
+async function migrating(key: string): Promise<SlotMigration> {
+  const migration = await startMigration(cluster, key);
+  open.add(migration);
+  return migration;
+}
+
+async function end(migration: SlotMigration, how: 'finish' | 'abort'): Promise<void> {
+  open.delete(migration);
+  await (how === 'finish' ? migration.finish() : migration.abort());
+}
+
+/** Aborts what a failed test left open (the slot would stay open for the next tests). */
+async function closeLeftOpen(): Promise<void> {
+  for (const migration of open) {
+    await migration.abort().catch((error: unknown) => console.error(`could not abort the migration of slot ${migration.slot}:`, error));
+  }
+  open.clear();
+}
+
+/** A key prefix and a lock name of the test's own: the name is the hash tag, so each test has a slot of its own (most likely). */
+function fresh(): [string, string] {
+  const prefix = uniquePrefix();
+  return [prefix, `job-${prefix.slice(0, -1)}`];
+}
+
+/** Watches a lease: how it ended, if it did, and when release() was called (the end of its hold, for the overlap check). */
+function watch(lease: Lease): { readonly lost: () => unknown; readonly acquiredAt: number; releasedAt: number } {
+  let reason: unknown;
+  lease.signal.addEventListener('abort', () => (reason = lease.signal.reason), { once: true });
+  return { lost: () => (lease.lostError ? reason : undefined), acquiredAt: performance.now(), releasedAt: Infinity };
+}
+
+/** Polls `check` until it holds (a holder record is written off the acquire's path). */
+async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error('timed out');
+    await sleep(20);
+  }
+}
+
+describe.each<Driver>(['ioredis', 'node-redis', 'valkey-glide'])('Redis Cluster slot held MIGRATING, through %s', (driver) => {
+  for (const holder of [false, true]) {
+    it(`a lease renewed by its watchdog keeps its lock through ${HOLD} ms of MIGRATING${holder ? ', its holder recorded' : ''}, and is released during it`, async () => {
+      const [prefix, name] = fresh();
+      const keys = lockKeys(prefix, name);
+      const a = await manager(driver, { prefix, holder });
+      const lease = await a.acquire(name, { ttl: TTL, renew: true });
+      const seen = watch(lease);
+      if (holder) await until(async () => (await a.inspect(name)).holder !== null);
+      const migration = await migrating(keys.lock);
+      try {
+        const stillSource = migration.source;
+        await sleep(HOLD);
+        expect(seen.lost()).toBeUndefined();
+        expect(lease.held).toBe(true);
+        // The key never moved: it sits on the source, with the lease's token, alive.
+        expect(await stillSource.call('GET', keys.lock)).toBe(lease.token);
+        expect(Number(await stillSource.call('PTTL', keys.lock))).toBeGreaterThan(0);
+        // Released while the slot still migrates.
+        seen.releasedAt = performance.now();
+        await lease.release();
+        expect(lease.state).toBe('released');
+        // Gone from the source: a command on the key alone is sent on to the target (ASK).
+        await expect(stillSource.call('GET', keys.lock)).rejects.toThrow(/^ASK /);
+        await end(migration, 'abort');
+      } finally {
+        await closeLeftOpen();
+      }
+      // The lock is free and its next fence is above the lease's.
+      const next = await a.acquire(name, { ttl: TTL, wait: 5000 });
+      expect(next.fence).toBeGreaterThan(lease.fence);
+      await next.release();
+    });
+  }
+
+  // Not on GLIDE: it retries TRYAGAIN itself until its request timeout and then reports "timed
+  // out", which latchkey cannot tell from a server that hangs (the script may have run): such an
+  // attempt still ends the wait with a BackendError.
+  it.skipIf(driver === 'valkey-glide')('a waiter that comes during the migration waits it out (no BackendError), and gets the lock after the release; no overlap, fences increase', async () => {
+    const [prefix, name] = fresh();
+    const keys = lockKeys(prefix, name);
+    const [a, b] = [await manager(driver, { prefix }), await manager(driver, { prefix })];
+    const lease = await a.acquire(name, { ttl: TTL, renew: true });
+    const first = watch(lease);
+    const migration = await migrating(keys.lock);
+    let second: ReturnType<typeof watch> | undefined;
+    let waiterError: unknown;
+    const waiting = b.acquire(name, { ttl: TTL, wait: 20_000, renew: true }).then(
+      (won) => {
+        second = watch(won);
+        return won;
+      },
+      (error: unknown) => {
+        waiterError = error;
+        throw error;
+      },
+    );
+    waiting.catch(() => {});
+    try {
+      await sleep(HOLD);
+      expect(waiterError).toBeUndefined();
+      expect(second).toBeUndefined();
+      expect(first.lost()).toBeUndefined();
+      // The migration completes: every key of the slot moves to the target, which now serves it.
+      await end(migration, 'finish');
+      expect(await cluster.masterForKey(keys.lock)).toBe(migration.target);
+      await sleep(TTL); // renewed on the target now
+      expect(lease.held).toBe(true);
+      expect(second).toBeUndefined();
+      first.releasedAt = performance.now();
+      await lease.release();
+      const next = await waiting;
+      expect(second!.acquiredAt).toBeGreaterThan(first.releasedAt);
+      expect(next.fence).toBeGreaterThan(lease.fence);
+      await next.release();
+    } finally {
+      await closeLeftOpen();
+    }
+  });
+
+  it('a lease renewed with explicit extends while its keys already sit on the target (the slot still MIGRATING: ASK) stays held, and is released after the migration', async () => {
+    const [prefix, name] = fresh();
+    const keys = lockKeys(prefix, name);
+    const a = await manager(driver, { prefix });
+    const lease = await a.acquire(name, { ttl: TTL });
+    const seen = watch(lease);
+    const migration = await migrating(keys.lock);
+    try {
+      // The source holds none of the lock's keys now: it sends a command on them to the target
+      // (ASK), which runs it when it holds every key it names (or it names one).
+      expect(await migration.moveKeys()).toBeGreaterThanOrEqual(2); // the lock and its fence counter
+      for (const stop = performance.now() + HOLD; performance.now() < stop; ) {
+        await lease.extend();
+        await sleep(TTL / 3);
+      }
+      expect(seen.lost()).toBeUndefined();
+      expect(Number(await migration.source.call('CLUSTER', 'COUNTKEYSINSLOT', migration.slot))).toBe(0);
+      await end(migration, 'finish');
+      await lease.extend();
+      expect(await migration.target.call('GET', keys.lock)).toBe(lease.token);
+      await lease.release();
+    } finally {
+      await closeLeftOpen();
+    }
+    const next = await a.acquire(name, { ttl: TTL, wait: 5000 });
+    expect(next.fence).toBeGreaterThan(lease.fence);
+    await next.release();
+  });
+});
