@@ -53,13 +53,20 @@ end
 -- lock is freed (one call), or before the lock is given to the next holder.
 
 local now
+-- Whether the holder key may still exist. While the lock's slot migrates (Redis Cluster), a script
+-- on the source node may not name a key that is missing there, one it deleted itself included
+-- (the node answers as if the key had moved): no key is touched after this script deleted it.
+local holderLeft = true
 
 -- Gives the lock to `token` for `ttl` ms with the next fence. The counter is written and its
 -- previous value read in one call (SET ... GET), before the lock: a counter of another type fails
 -- with WRONGTYPE before the lock changes hands. In the rare case that the previous value was not
 -- below the clock, the counter is written again above it.
 local function grant(token, ttl)
-  redis.call('DEL', KEYS[5])
+  if holderLeft then
+    redis.call('DEL', KEYS[5])
+    holderLeft = false
+  end
   now = now or redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local fenceTtl = tonumber(ttl) + tonumber(ARGV[6])
@@ -74,12 +81,16 @@ local function grant(token, ttl)
 end
 
 if newToken == '' or ARGV[5] == '1' then
-  -- Entries passed over (see below) stay in the queue, ahead of the one looked at next.
+  -- Entries passed over (see below) stay in the queue, ahead of the one looked at next. The
+  -- queue and the alive hash are counted so that neither is read again once emptied (deleted).
   local skip = 0
+  local queued = redis.call('ZCARD', queueKey)
+  local alive = queued > 0 and redis.call('HLEN', aliveKey) or 0
   for _ = 1, 100 do
+    if skip >= queued then break end
     local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
     if not head then break end
-    local entry = redis.call('HGET', aliveKey, head)
+    local entry = alive > 0 and redis.call('HGET', aliveKey, head) or nil
     now = now or redis.call('TIME')
     local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     local deadline, ttl, token, passed = string.match(entry or '', '^(%d+) (%d+) (%x+)(.*)$')
@@ -92,7 +103,7 @@ if newToken == '' or ARGV[5] == '1' then
       -- previous holder's. (Numbers passed to redis.call as arguments are written in full.)
       if redis.call(publish, inbox, head .. ' ' .. string.format('%.0f', fence)) > 0 then
         redis.call('ZREM', queueKey, head)
-        redis.call('HDEL', aliveKey, head)
+        if alive > 0 then redis.call('HDEL', aliveKey, head) end
         return {1, 0}
       end
       -- Nobody listens on its inbox: its process is gone, or it is between two subscriptions
@@ -106,12 +117,12 @@ if newToken == '' or ARGV[5] == '1' then
     if keep then
       skip = skip + 1
     else
-      redis.call('ZREM', queueKey, head)
-      redis.call('HDEL', aliveKey, head)
+      queued = queued - redis.call('ZREM', queueKey, head)
+      if alive > 0 then alive = alive - redis.call('HDEL', aliveKey, head) end
     end
   end
   if newToken == '' then
-    redis.call('DEL', lockKey, KEYS[5])
+    if holderLeft then redis.call('DEL', lockKey, KEYS[5]) else redis.call('DEL', lockKey) end
     return {1, 0}
   end
 end

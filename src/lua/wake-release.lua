@@ -42,10 +42,16 @@ local queueKey, aliveKey = KEYS[2], KEYS[3]
 local publish = ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH'
 local nowMs
 local skip = 0
+-- Counted so that neither the queue nor the alive hash is read again once emptied (deleted): while
+-- the lock's slot migrates (Redis Cluster), a script on the source node may not name a key that
+-- is missing there, one it deleted itself included.
+local queued = redis.call('ZCARD', queueKey)
+local alive = queued > 0 and redis.call('HLEN', aliveKey) or 0
 for _ = 1, 100 do
+  if skip >= queued then break end
   local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
   if not head then break end
-  local entry = redis.call('HGET', aliveKey, head)
+  local entry = alive > 0 and redis.call('HGET', aliveKey, head) or nil
   if not nowMs then
     local now = redis.call('TIME')
     nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -63,8 +69,8 @@ for _ = 1, 100 do
     skip = skip + 1
   else
     -- Expired, or unheard twice (its process is gone): drop it.
-    redis.call('ZREM', queueKey, head)
-    redis.call('HDEL', aliveKey, head)
+    queued = queued - redis.call('ZREM', queueKey, head)
+    if alive > 0 then alive = alive - redis.call('HDEL', aliveKey, head) end
   end
 end
 redis.call('DEL', KEYS[1], KEYS[4])

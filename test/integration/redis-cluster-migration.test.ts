@@ -226,3 +226,39 @@ describe.each<Driver>(['ioredis', 'node-redis', 'valkey-glide'])('Redis Cluster 
     await next.release();
   });
 });
+
+describe('Redis Cluster slot held MIGRATING: a release that drops the last queued waiters', () => {
+  // Every key of the lock sits on the source (a holder record, a queue entry): the script runs
+  // there, and may not name a key it deleted itself (Redis answers as if it had moved). Before the
+  // fix, release.lua popped the emptied queue again and failed ("Script attempted to access a non
+  // local key") after giving the lock to the dead waiter, whose lease then sat until its TTL.
+  it('frees the lock at once, the dead waiter dropped, through ioredis', async () => {
+    const [prefix, name] = fresh();
+    const keys = lockKeys(prefix, name);
+    const a = await manager('ioredis', { prefix, holder: true });
+    const lease = await a.acquire(name, { ttl: TTL });
+    await until(async () => (await a.inspect(name)).holder !== null);
+    // A waiter whose process is gone, already passed over once (" -"): nobody listens on its inbox.
+    const raw = new Cluster(cluster.startupNodes);
+    cleanup.push(async () => raw.disconnect());
+    const member = 'gone-manager:1';
+    await raw.zadd(keys.queue, '1', member);
+    await raw.hset(keys.alive, member, `${Date.now() + 60_000} ${TTL} ${'ab'.repeat(16)} -`);
+    const migration = await migrating(keys.lock);
+    try {
+      await lease.release();
+      expect(lease.state).toBe('released');
+      // Nothing of the lock is left on the source (no key given to the dead waiter, no queue
+      // entry): a command on any of its keys is sent on to the target (ASK).
+      for (const key of [keys.lock, keys.queue, keys.alive, keys.holder]) {
+        await expect(migration.source.call('EXISTS', key)).rejects.toThrow(/^ASK /);
+      }
+      await end(migration, 'abort');
+    } finally {
+      await closeLeftOpen();
+    }
+    const next = await a.acquire(name, { ttl: TTL, wait: 0 });
+    expect(next.fence).toBeGreaterThan(lease.fence);
+    await next.release();
+  });
+});
