@@ -41,16 +41,21 @@ export const RESUBSCRIBE_MAX_MS = 1000;
  * reporting itself listening, is subscribed again after the client has been asked to refresh its
  * slots, and is probed again, with a doubling back-off, until it listens; then every waiter looks
  * again at once, for a grant or wake-up published in the gap. A check runs on each topology event
- * the client reports, and every {@link INBOX_AUDIT_MS} while there are channels.
+ * the client reports, and every {@link INBOX_AUDIT_MS} while armed: the inbox arms it when a channel
+ * gets its first waiter and disarms it when no channel has one left.
  */
-export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): { check(): void; close(): void } {
+export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): { check(): void; arm(): void; disarm(): void; close(): void } {
   let running = false;
   /** Another check was asked for while one ran. */
   let again = false;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
-  const audit = setInterval(() => check(), auditMs);
-  audit.unref();
+  /** The periodic check, only while some channel has waiters: an idle inbox keeps no timer. */
+  let audit: NodeJS.Timeout | undefined;
+  const disarm = (): void => {
+    clearInterval(audit);
+    audit = undefined;
+  };
 
   const pause = (ms: number): Promise<void> =>
     new Promise((resolve) => {
@@ -133,9 +138,15 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
 
   return {
     check,
+    arm() {
+      if (audit || closed) return;
+      audit = setInterval(() => check(), auditMs);
+      audit.unref();
+    },
+    disarm,
     close() {
       closed = true;
-      clearInterval(audit);
+      disarm();
       clearTimeout(timer);
     },
   };

@@ -118,6 +118,7 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
     join(keys) {
       const channel = channelOf(keys);
       const existing = channels.get(channel);
+      topology.arm();
       if (existing) {
         existing.count++; // also revives an entry on its way out
         return existing.ready || !existing.subscribed ? existing.subscription : existing.whenReady();
@@ -141,6 +142,7 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
       const channel = channelOf(keys);
       const entry = channels.get(channel);
       if (!entry || --entry.count > 0) return;
+      if (![...channels.values()].some((e) => e.count > 0)) topology.disarm();
       entry.subscription
         .then(() => {
           if (entry.count > 0 || channels.get(channel) !== entry) return; // joined again meanwhile
