@@ -31,6 +31,7 @@ import { expect, it } from 'vitest';
 import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendScript, releaseScript } from '../../src/lua/scripts.generated.js';
 import { SETTLE_SLACK, summarize } from './check.js';
+import { CLUSTER_FAULTS, ClusterRig, clusterFault } from './cluster-rig.js';
 import { FaultRig, type Worker, type WorkerOptions } from './harness.js';
 
 const SECONDS = Number(process.env.FAULTS_SECONDS ?? 60);
@@ -49,24 +50,27 @@ function generator(seed: number): () => number {
   };
 }
 
-type Mode = 'single' | 'single-aof' | 'redlock' | 'replicated';
-const ALL_MODES: readonly Mode[] = ['single', 'single-aof', 'redlock', 'replicated'];
-/** FAULTS_MODES=redlock,replicated runs only those modes (to study one); the default is all four. */
+type Mode = 'single' | 'single-aof' | 'redlock' | 'replicated' | 'cluster';
+const ALL_MODES: readonly Mode[] = ['single', 'single-aof', 'redlock', 'replicated', 'cluster'];
+/** FAULTS_MODES=redlock,cluster runs only those modes (to study one); the default is all five. */
 const MODES: readonly Mode[] = process.env.FAULTS_MODES ? (process.env.FAULTS_MODES.split(',') as Mode[]).filter((m) => ALL_MODES.includes(m)) : ALL_MODES;
 
 const COMMON_FAULTS = [
   'kill-worker', 'pause-worker', 'partition', 'latency', 'hold-replies', 'reset', 'reset-mid-command', 'pause-node',
   'drop-notifications', 'client-pause', 'debug-sleep', 'clock-jump',
 ] as const;
-type Fault = (typeof COMMON_FAULTS)[number] | 'restart-node' | 'evict' | 'cut-replica' | 'failover';
+type Fault = (typeof COMMON_FAULTS)[number] | 'restart-node' | 'evict' | 'cut-replica' | 'failover' | (typeof CLUSTER_FAULTS)[number];
 const FAULTS: Record<Mode, readonly Fault[]> = {
   single: [...COMMON_FAULTS, 'restart-node', 'evict'],
   'single-aof': [...COMMON_FAULTS, 'restart-node'],
   redlock: [...COMMON_FAULTS, 'restart-node', 'evict'],
   replicated: [...COMMON_FAULTS, 'cut-replica', 'failover'],
+  // Workers reach the nodes directly (see cluster-rig.ts): of the common faults, only the workers' own.
+  cluster: ['kill-worker', 'pause-worker', ...CLUSTER_FAULTS],
 };
 /** Faults that lose lock data in a mode (an overlap after one is explained). */
-const dataLosing = (mode: Mode, kind: unknown): boolean => kind === 'evict' || (kind === 'restart-node' && mode !== 'single-aof');
+const dataLosing = (mode: Mode, kind: unknown): boolean =>
+  kind === 'evict' || (kind === 'restart-node' && mode !== 'single-aof') || (kind === 'failover-force' && mode === 'cluster');
 
 interface ModeTotals {
   segments: number;
@@ -76,6 +80,13 @@ interface ModeTotals {
   /** Failed acquires by error code. */
   failedByCode: Record<string, number>;
   faults: Record<string, number>;
+  /** Leases their holder reported lost, by reason (not a violation: a lost lease ends its window). */
+  lostByReason: Record<string, number>;
+  /** Hand-offs (checker g) slower than 1 s, and the slowest: how long a waiter waited for a free lock. */
+  slowHandoffs: number;
+  maxHandoffMs: number;
+  /** Cluster faults that threw (the rig, not the lock): the segment's faults stop there. */
+  rigErrors: number;
   overlapsAfterDataLoss: number;
   overlapsOther: number;
   staleOpsAfterDataLoss: number;
@@ -103,7 +114,8 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
     const mode = MODES[segment % MODES.length]!;
     segment++;
     const length = Math.min(SEGMENT_MS, Math.max(3_000, deadline - performance.now()));
-    const rig = await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof', replica: mode === 'replicated' });
+    const rig =
+      mode === 'cluster' ? await ClusterRig.start() : await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof', replica: mode === 'replicated' });
     const started = performance.now();
     try {
       const ttl = between(300, 900);
@@ -125,23 +137,35 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
       for (let i = 0; i < 3; i++) await spawn();
       const segmentEnd = started + length;
 
-      while (performance.now() < segmentEnd - 500) {
+      let rigError = false;
+      while (performance.now() < segmentEnd - 500 && !rigError) {
         await sleep(between(100, 600));
         const worker = pick(live);
         const kind = pick(FAULTS[mode]);
         const duration = between(Math.round(ttl * 0.2), Math.round(ttl * 2));
+        if (kind === 'kill-worker') {
+          await worker.kill();
+          live.splice(live.indexOf(worker), 1);
+          await spawn();
+          continue;
+        }
+        if (kind === 'pause-worker') {
+          worker.pause();
+          await sleep(duration);
+          worker.resume();
+          continue;
+        }
+        if (rig instanceof ClusterRig) {
+          if (kind !== 'failover' && kind !== 'failover-force' && kind !== 'reshard') throw new Error(`${kind} is not a cluster fault`);
+          await clusterFault(rig, kind, random, ttl).catch((error: unknown) => {
+            rigError = true;
+            rig.history.note('rig-error', { kind, message: String(error instanceof Error ? error.message : error).slice(0, 300) });
+            console.log(`segment ${segment} (${mode}): ${kind} failed in the rig: ${String(error instanceof Error ? error.message : error)}`);
+          });
+          continue;
+        }
         const nodes = rig.nodes.length === 1 ? [0] : pick([[0], [1], [2], [0, 1], [1, 2], [0, 2]]);
         switch (kind) {
-          case 'kill-worker':
-            await worker.kill();
-            live.splice(live.indexOf(worker), 1);
-            await spawn();
-            break;
-          case 'pause-worker':
-            worker.pause();
-            await sleep(duration);
-            worker.resume();
-            break;
           case 'partition':
             rig.history.note('fault', { kind: nodes.length * 2 > rig.nodes.length ? 'partition' : 'partition-minority', of: worker.id, nodes });
             for (const n of nodes) worker.proxies[n]!.blackHole();
@@ -240,7 +264,7 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
         .map((e) => ({ from: e.t, to: (h.find((x) => x.p === 'harness' && x.ev === 'heal' && x.kind === e.kind && x.t >= e.t)?.t ?? e.t) + ttlNs }));
       const explained = (first: bigint, second: bigint): boolean => dataLoss.some((l) => l.to > first && l.from < second);
       const t = totals.get(mode) ?? {
-        segments: 0, seconds: 0, acquisitions: 0, failedAcquires: 0, failedByCode: {}, faults: {}, overlapsAfterDataLoss: 0, overlapsOther: 0, staleOpsAfterDataLoss: 0, staleOpsOther: 0,
+        segments: 0, seconds: 0, acquisitions: 0, failedAcquires: 0, failedByCode: {}, faults: {}, lostByReason: {}, slowHandoffs: 0, maxHandoffMs: 0, rigErrors: 0, overlapsAfterDataLoss: 0, overlapsOther: 0, staleOpsAfterDataLoss: 0, staleOpsOther: 0,
         fenceOrder: 0, writesAccepted: 0, staleRefused: 0, staleAccepted: 0, lostUpdates: 0, unsettled: 0,
       };
       t.segments++;
@@ -251,6 +275,10 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
         t.failedByCode[String(e.code)] = (t.failedByCode[String(e.code)] ?? 0) + 1;
       }
       for (const [kind, count] of Object.entries(s.faults)) if (count > 0) t.faults[kind] = (t.faults[kind] ?? 0) + count;
+      for (const e of h.filter((x) => x.ev === 'lost')) t.lostByReason[String(e.reason)] = (t.lostByReason[String(e.reason)] ?? 0) + 1;
+      t.slowHandoffs += s.handoffs.filter((x) => x.ms > 1_000).length;
+      t.maxHandoffMs = Math.max(t.maxHandoffMs, ...s.handoffs.map((x) => Math.round(x.ms)));
+      t.rigErrors += h.filter((x) => x.ev === 'rig-error').length;
       for (const o of s.overlaps) {
         if (explained(o.first.granted, o.second.granted)) t.overlapsAfterDataLoss++;
         else t.overlapsOther++;
@@ -277,7 +305,7 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
     }
   }
 
-  const table = [...totals.entries()].map(([mode, t]) => ({ mode, ...t, seconds: Math.round(t.seconds), faults: JSON.stringify(t.faults), failedByCode: JSON.stringify(t.failedByCode) }));
+  const table = [...totals.entries()].map(([mode, t]) => ({ mode, ...t, seconds: Math.round(t.seconds), faults: JSON.stringify(t.faults), failedByCode: JSON.stringify(t.failedByCode), lostByReason: JSON.stringify(t.lostByReason) }));
   console.log(`fault soak finished: seed ${SEED}, ${SECONDS} s, ${segment} segments`);
   for (const row of table) console.log(JSON.stringify(row));
   const all = [...totals.values()];
