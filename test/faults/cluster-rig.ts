@@ -127,8 +127,9 @@ export class ClusterRig {
    * IMPORTING on the target, MIGRATING on the source, `dwellMs` in that state (a slow migration:
    * keys of the slot created meanwhile go to the target, through ASK), MIGRATE of the slot's keys
    * in batches, then SETSLOT NODE on the target, the source and the other masters. Resolves once
-   * every answering node routes the slot to the target. (Minimal, for the soak; h-inbox's
-   * test/helpers/cluster-reshard.ts was not committed when this was written.)
+   * every answering node routes the slot to the target. (Like `moveSlot` in h-inbox's
+   * test/helpers/cluster-reshard.ts, not merged here since that would bring its src/ changes
+   * into the soak's baseline; this one also dwells in MIGRATING and retries the source's SETSLOT.)
    */
   async reshard(pickTarget: (others: readonly ClusterNode[]) => ClusterNode, dwellMs = 0): Promise<void> {
     await this.cluster.refreshTopology();
