@@ -60,8 +60,10 @@ export class ClusterRig {
     this.lockKey = lockKeys(this.prefix, this.key).lock;
   }
 
-  static async start(): Promise<ClusterRig> {
-    const [cluster, resourceServer] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1 }), RedisServer.start()]);
+  /** With `logfile`, every node appends its log there (lines carry each node's pid): to study a rig error. */
+  static async start(options: { logfile?: string } = {}): Promise<ClusterRig> {
+    const args = options.logfile ? ['--logfile', options.logfile] : [];
+    const [cluster, resourceServer] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1, args }), RedisServer.start()]);
     return new ClusterRig(cluster, resourceServer);
   }
 
@@ -94,7 +96,9 @@ export class ClusterRig {
   async failover(): Promise<void> {
     const master = await this.lockMaster();
     this.history.note('fault', { kind: 'failover', node: master.port });
-    const promoted = await this.cluster.failover(master, { mode: 'default' });
+    const promoted = await this.cluster.failover(master, { mode: 'default' }).catch(async (error: unknown) => {
+      throw new Error(`${error instanceof Error ? error.message : String(error)}; ${await this.#describe(master)}`);
+    });
     await this.cluster.waitUntilHealthy();
     this.history.note('heal', { kind: 'failover', node: master.port, promoted: promoted.port });
   }
@@ -155,6 +159,18 @@ export class ClusterRig {
     for (const other of this.cluster.masters.filter((m) => m !== source && m !== target)) await other.call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
     await this.#untilRouted(slot, target, 10_000);
     this.history.note('heal', { kind: 'reshard', slot, from: source.port, to: target.port });
+  }
+
+  /** What the nodes say of `master` and its replica, for an error message. */
+  async #describe(master: ClusterNode): Promise<string> {
+    const replica = this.cluster.replicaOf(master);
+    const say = async (node: ClusterNode | undefined, ...args: string[]): Promise<string> =>
+      node ? String(await node.call(...args).catch((e: unknown) => String(e))).replace(/\r?\n/g, ' | ') : 'none';
+    return [
+      `master ${master.port} replication: ${await say(master, 'INFO', 'replication')}`,
+      `replica ${replica?.port} replication: ${await say(replica, 'INFO', 'replication')}`,
+      `replica's CLUSTER NODES: ${await say(replica, 'CLUSTER', 'NODES')}`,
+    ].join('; ');
   }
 
   async #untilRouted(slot: number, target: ClusterNode, timeoutMs: number): Promise<void> {

@@ -2,7 +2,9 @@
  * The long soak of the fault suite (`npm run test:faults`, not part of `npm test`): a randomized
  * schedule of faults for FAULTS_SECONDS (default 60), from a seed printed at the start;
  * FAULTS_SEED=<seed> replays the same schedule (the same faults in the same order with the same
- * parameters; the machine's timing still varies).
+ * parameters; the machine's timing still varies). FAULTS_KEEP=1 keeps every segment's history
+ * (otherwise only a segment with a violation or a rig error); FAULTS_CLUSTER_LOG=<file> has the
+ * cluster mode's nodes append their logs there.
  *
  * The run is cut into segments of about 15 s. Each segment runs one mode with three looping
  * workers (through their own fault proxies, except in the cluster mode), injects one fault at a time, then kills the workers
@@ -136,7 +138,9 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
     segment++;
     const length = Math.min(SEGMENT_MS, Math.max(3_000, deadline - performance.now()));
     const rig =
-      mode === 'cluster' ? await ClusterRig.start() : await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof', replica: mode === 'replicated' });
+      mode === 'cluster'
+        ? await ClusterRig.start(process.env.FAULTS_CLUSTER_LOG ? { logfile: process.env.FAULTS_CLUSTER_LOG } : {})
+        : await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof', replica: mode === 'replicated' });
     const started = performance.now();
     try {
       const ttl = between(300, 900);
@@ -320,10 +324,12 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
       t.unsettled += s.unsettled.length;
       totals.set(mode, t);
       const unexplainedStale = s.staleOperations.some((o) => !explained(o.granted, o.sent));
-      if (s.writes.staleAccepted.length > 0 || s.overlaps.some((o) => !explained(o.first.granted, o.second.granted)) || unexplainedStale || s.unsettled.length > 0) {
+      const violation = s.writes.staleAccepted.length > 0 || s.overlaps.some((o) => !explained(o.first.granted, o.second.granted)) || unexplainedStale || s.unsettled.length > 0;
+      // Kept on a violation or a rig error, and for every segment with FAULTS_KEEP=1.
+      if (violation || rigError || process.env.FAULTS_KEEP) {
         const path = `/tmp/latchkey-soak-${SEED}-segment-${segment}.jsonl`;
         rig.history.dump(path);
-        console.log(`segment ${segment} (${mode}): a violation; history kept in ${path}`);
+        console.log(`segment ${segment} (${mode}): ${violation ? 'a violation' : rigError ? 'a rig error' : 'FAULTS_KEEP'}; history kept in ${path}`);
       }
     } finally {
       await rig.close();
