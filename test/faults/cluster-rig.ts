@@ -60,10 +60,8 @@ export class ClusterRig {
     this.lockKey = lockKeys(this.prefix, this.key).lock;
   }
 
-  /** With `logfile`, every node appends its log there (lines carry each node's pid): to study a rig error. */
-  static async start(options: { logfile?: string } = {}): Promise<ClusterRig> {
-    const args = options.logfile ? ['--logfile', options.logfile] : [];
-    const [cluster, resourceServer] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1, args }), RedisServer.start()]);
+  static async start(): Promise<ClusterRig> {
+    const [cluster, resourceServer] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1 }), RedisServer.start()]);
     return new ClusterRig(cluster, resourceServer);
   }
 

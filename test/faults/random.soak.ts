@@ -3,8 +3,7 @@
  * schedule of faults for FAULTS_SECONDS (default 60), from a seed printed at the start;
  * FAULTS_SEED=<seed> replays the same schedule (the same faults in the same order with the same
  * parameters; the machine's timing still varies). FAULTS_KEEP=1 keeps every segment's history
- * (otherwise only a segment with a violation or a rig error); FAULTS_CLUSTER_LOG=<file> has the
- * cluster mode's nodes append their logs there.
+ * (otherwise only a segment with a violation or a rig error).
  *
  * The run is cut into segments of about 15 s. Each segment runs one mode with three looping
  * workers (through their own fault proxies, except in the cluster mode), injects one fault at a time, then kills the workers
@@ -139,7 +138,7 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
     const length = Math.min(SEGMENT_MS, Math.max(3_000, deadline - performance.now()));
     const rig =
       mode === 'cluster'
-        ? await ClusterRig.start(process.env.FAULTS_CLUSTER_LOG ? { logfile: process.env.FAULTS_CLUSTER_LOG } : {})
+        ? await ClusterRig.start()
         : await FaultRig.start({ nodes: mode === 'redlock' ? 3 : 1, persistence: mode === 'single-aof', replica: mode === 'replicated' });
     const started = performance.now();
     try {
