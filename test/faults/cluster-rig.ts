@@ -37,6 +37,13 @@ type SlotsReply = Array<[number, number, [string, number, string, ...unknown[]],
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A master votes for the failover of a given master once per twice the node timeout (1 s in the
+ * harness); a second failover of the same master sooner is refused its votes, and a manual one
+ * then gives up after 5 s. The rig leaves this long between failovers.
+ */
+const FAILOVER_SPACING_MS = 2_500;
+
 export class ClusterRig {
   readonly cluster: RedisCluster;
   /** The fault-free Redis that holds the protected resources. */
@@ -50,6 +57,8 @@ export class ClusterRig {
   /** The lock's key: every key of the lock shares its hash tag, so this names the lock's slot. */
   readonly lockKey: string;
   readonly workers: Worker[] = [];
+  /** When the last failover ended (performance.now()). */
+  #lastFailover = -Infinity;
 
   private constructor(cluster: RedisCluster, resourceServer: RedisServer) {
     this.cluster = cluster;
@@ -92,12 +101,14 @@ export class ClusterRig {
 
   /** A graceful `CLUSTER FAILOVER` of the lock's master; resolves once the cluster is healthy again. */
   async failover(): Promise<void> {
+    await this.#spaceFailovers();
     const master = await this.lockMaster();
     this.history.note('fault', { kind: 'failover', node: master.port });
     const promoted = await this.cluster.failover(master, { mode: 'default' }).catch(async (error: unknown) => {
       throw new Error(`${error instanceof Error ? error.message : String(error)}; ${await this.#describe(master)}`);
     });
     await this.cluster.waitUntilHealthy();
+    this.#lastFailover = performance.now();
     this.history.note('heal', { kind: 'failover', node: master.port, promoted: promoted.port });
   }
 
@@ -108,6 +119,7 @@ export class ClusterRig {
    * is noted then: until it, the old master may still take writes that will be lost.
    */
   async forcedFailover(how: 'pause' | 'kill', frozenMs = 0): Promise<void> {
+    await this.#spaceFailovers();
     const master = await this.lockMaster();
     this.history.note('fault', { kind: 'failover-force', node: master.port, how });
     if (how === 'pause') master.pause();
@@ -120,6 +132,7 @@ export class ClusterRig {
       if (how === 'pause') master.resume();
       else await master.restart();
     }
+    this.#lastFailover = performance.now();
     await this.cluster.waitUntilHealthy();
     this.history.note('heal', { kind: 'failover-force', node: master.port, how });
   }
@@ -157,6 +170,11 @@ export class ClusterRig {
     for (const other of this.cluster.masters.filter((m) => m !== source && m !== target)) await other.call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
     await this.#untilRouted(slot, target, 10_000);
     this.history.note('heal', { kind: 'reshard', slot, from: source.port, to: target.port });
+  }
+
+  async #spaceFailovers(): Promise<void> {
+    const wait = this.#lastFailover + FAILOVER_SPACING_MS - performance.now();
+    if (wait > 0) await sleep(wait);
   }
 
   /** What the nodes say of `master` and its replica, for an error message. */
