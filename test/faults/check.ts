@@ -22,7 +22,7 @@ import {
   type Unsettled,
   type WriteReport,
 } from './checkers.js';
-import type { FaultRig, HistoryEvent } from './harness.js';
+import type { FaultRig, History, HistoryEvent } from './harness.js';
 
 export interface Summary {
   readonly acquisitions: number;
@@ -41,7 +41,8 @@ export interface Summary {
 /** Slack over an acquire's own wait before it counts as hung (ms): a loaded 2-core machine. */
 export const SETTLE_SLACK = 1_500;
 
-export function summarize(rig: FaultRig): Summary {
+/** Any rig with a history: the FaultRig, or the ClusterRig of the soak's cluster mode. */
+export function summarize(rig: { readonly history: History }): Summary {
   const h = rig.history.events;
   return {
     acquisitions: grants(h).length,

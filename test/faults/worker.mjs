@@ -8,6 +8,8 @@
 // Usage: node worker.mjs '<json config>'
 //   id        name in the history
 //   urls      one Redis URL (single mode) or several (Redlock); the harness's proxies
+//   cluster   true: `urls` are the startup nodes of a Redis Cluster, reached directly (no proxy)
+//             through one ioredis Cluster client (the soak's cluster mode, see cluster-rig.ts)
 //   resourceUrl  the fault-free Redis that holds the protected resources
 //   prefix, key  the lock
 //   resource  key of the fenced resource (locks.fencedWrite)
@@ -23,7 +25,7 @@
 // SIGUSR2 makes the wall clock (Date.now) jump: to +1 h, then to -1 h, then to +1 h, … (a clock
 // step by NTP or an operator); the event 'clock-jump' records it.
 // Warnings of the manager's logger are recorded as 'log' events (the eviction-policy warning, …).
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { createLocks } from '../../dist/index.js';
 
 const config = JSON.parse(process.argv[2]);
@@ -55,12 +57,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const describe = (error) => ({ code: error?.code ?? error?.name ?? 'unknown', reason: error?.reason, message: String(error?.message ?? error).slice(0, 200) });
 
 const clientOptions = { lazyConnect: false, ...(config.commandTimeout ? { commandTimeout: config.commandTimeout } : {}) };
-const clients = urls.map((url) => new Redis(url, clientOptions));
+const clients = config.cluster
+  ? [new Cluster(urls.map((url) => ({ host: new URL(url).hostname, port: Number(new URL(url).port) })), { redisOptions: clientOptions })]
+  : urls.map((url) => new Redis(url, clientOptions));
 for (const client of clients) client.on('error', () => {}); // reconnects are the point; errors surface in calls
 const log = (level) => (obj, msg) => emit('log', { level, latchkey: obj?.latchkey, policy: obj?.policy, msg: String(msg ?? '').slice(0, 200) });
 const logger = { debug: () => {}, info: () => {}, warn: log('warn'), error: log('error') };
 const locks = createLocks({
-  ...(urls.length === 1 ? { redis: clients[0] } : { redlock: clients }),
+  ...(clients.length === 1 ? { redis: clients[0] } : { redlock: clients }),
   prefix,
   logger,
   ...(config.replication ? { replication: config.replication } : {}),
