@@ -101,6 +101,7 @@ describe('a Cluster inbox following the topology', () => {
       20,
     );
     try {
+      follow.arm(); // as an inbox does when a channel gets its first waiter
       await until(() => probes >= 2); // audits
       follow.check();
       await until(() => probes >= 4);
