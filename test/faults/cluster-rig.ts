@@ -26,6 +26,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { lockKeys } from '../../src/keys.js';
+import { startMigration } from '../helpers/cluster-migration.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { History, Worker, type WorkerOptions } from './harness.js';
@@ -33,7 +34,6 @@ import { History, Worker, type WorkerOptions } from './harness.js';
 const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 
 /** CLUSTER SLOTS: [[start, end, [host, port, id, ...], ...replicas], ...] */
-type SlotsReply = Array<[number, number, [string, number, string, ...unknown[]], ...unknown[]]>;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -142,9 +142,8 @@ export class ClusterRig {
    * IMPORTING on the target, MIGRATING on the source, `dwellMs` in that state (a slow migration:
    * keys of the slot created meanwhile go to the target, through ASK), MIGRATE of the slot's keys
    * in batches, then SETSLOT NODE on the target, the source and the other masters. Resolves once
-   * every answering node routes the slot to the target. (Like `moveSlot` in h-inbox's
-   * test/helpers/cluster-reshard.ts, not merged here since that would bring its src/ changes
-   * into the soak's baseline; this one also dwells in MIGRATING and retries the source's SETSLOT.)
+   * every answering node routes the slot to the target: test/helpers/cluster-migration.ts's
+   * startMigration and finish, with the dwell between them.
    */
   async reshard(pickTarget: (others: readonly ClusterNode[]) => ClusterNode, dwellMs = 0): Promise<void> {
     await this.cluster.refreshTopology();
@@ -152,23 +151,9 @@ export class ClusterRig {
     const target = pickTarget(this.cluster.masters.filter((m) => m !== source));
     const slot = Number(await source.call('CLUSTER', 'KEYSLOT', this.lockKey));
     this.history.note('fault', { kind: 'reshard', slot, from: source.port, to: target.port, dwellMs });
-    await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
-    await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+    const migration = await startMigration(this.cluster, this.lockKey, target);
     if (dwellMs > 0) await sleep(dwellMs);
-    await migrateKeys(source, target, slot);
-    await target.call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-    // The source refuses while it still holds keys of the slot: one created since the last batch.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await source.call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-        break;
-      } catch (error) {
-        if (attempt >= 20) throw error;
-        await migrateKeys(source, target, slot);
-      }
-    }
-    for (const other of this.cluster.masters.filter((m) => m !== source && m !== target)) await other.call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-    await this.#untilRouted(slot, target, 10_000);
+    await migration.finish();
     this.history.note('heal', { kind: 'reshard', slot, from: source.port, to: target.port });
   }
 
@@ -189,21 +174,6 @@ export class ClusterRig {
     ].join('; ');
   }
 
-  async #untilRouted(slot: number, target: ClusterNode, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const pending: number[] = [];
-      for (const node of this.cluster.nodes.filter((n) => n.answering)) {
-        const slots = (await node.call('CLUSTER', 'SLOTS')) as SlotsReply;
-        const range = slots.find(([start, end]) => slot >= start && slot <= end);
-        if (!range || Number(range[2][1]) !== target.port) pending.push(node.port);
-      }
-      if (pending.length === 0) return;
-      if (Date.now() > deadline) throw new Error(`slot ${slot} not routed to port ${target.port} by ports ${pending.join(', ')} after ${timeoutMs} ms`);
-      await sleep(20);
-    }
-  }
-
   async close(): Promise<void> {
     await Promise.all(this.workers.map((w) => w.stop()));
     this.resource.disconnect();
@@ -211,16 +181,6 @@ export class ClusterRig {
   }
 }
 
-/** MIGRATE every key of `slot` still on `source` to `target`, in batches of 100. */
-async function migrateKeys(source: ClusterNode, target: ClusterNode, slot: number): Promise<void> {
-  for (;;) {
-    const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
-    if (keys.length === 0) return;
-    await source.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
-  }
-}
-
-/** The cluster mode's own faults (random.soak.ts picks them with the worker faults). */
 export const CLUSTER_FAULTS = ['failover', 'failover-force', 'reshard'] as const;
 export type ClusterFault = (typeof CLUSTER_FAULTS)[number];
 
