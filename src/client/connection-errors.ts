@@ -62,7 +62,7 @@ function share(target: ErrorEmitter): Watched {
   return entry;
 }
 
-function unshare(target: ErrorEmitter, entry: Watched): void {
+function unshare(entry: Watched): void {
   entry.users -= 1;
   if (entry.users === 0) entry.stop();
 }
@@ -81,7 +81,7 @@ export function connectionErrors(emitter: ErrorEmitter | undefined, owned: boole
     return () => {
       if (mine.get(target) !== entry) return;
       mine.delete(target);
-      unshare(target, entry);
+      unshare(entry);
     };
   };
   if (emitter && (owned || (emitter.listenerCount?.('error') ?? 0) > 0)) watch(emitter);
@@ -97,7 +97,7 @@ export function connectionErrors(emitter: ErrorEmitter | undefined, owned: boole
     detach: () => {
       for (const [target, entry] of [...mine]) {
         mine.delete(target);
-        unshare(target, entry);
+        unshare(entry);
       }
     },
   };
