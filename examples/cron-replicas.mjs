@@ -4,9 +4,10 @@
 // the same tick; exactly one should run the job. Each replica calls tryAcquire on a lock named
 // after the job and the tick, with a TTL that covers the run:
 //   - the one that gets it runs the job; the others get null at once and skip that tick;
-//   - the winner does NOT release the lease when the job is done. A replica whose timer fires
-//     late (a busy event loop, a clock a second behind) still finds the tick taken. The lease ends
-//     by its TTL, which is shorter than the interval;
+//   - the winner does NOT release the lease when the job is done: it calls lease.letExpire(), so
+//     that nothing (not the end of the job, not locks.close() at shutdown) releases it. A replica
+//     whose timer fires late (a busy event loop, a clock a second behind) still finds the tick
+//     taken. The lease ends by its TTL, which is shorter than the interval;
 //   - the job gets lease.signal: if the run outlasts the TTL, the lease expires, the signal aborts
 //     and the job must stop, because another replica may start the next tick;
 //   - the lease's fence orders the runs: pass it to what the job writes (see
@@ -61,8 +62,6 @@ async function runReport({ tick, fence, signal }) {
   await redis.rpush(`cron-example:${values.job}:runs`, JSON.stringify({ tick, fence, pid: process.pid }));
 }
 
-let lastLease = null;
-
 async function onTick(tick) {
   // tryAcquire: one attempt, no waiting. No watchdog (renew is off for tryAcquire by default):
   // the TTL is the whole budget of the run.
@@ -71,7 +70,7 @@ async function onTick(tick) {
     console.log(JSON.stringify({ tick, ran: false }));
     return;
   }
-  lastLease = lease;
+  lease.letExpire(); // the tick stays taken until the TTL, whatever happens next
   try {
     await runReport({ tick, fence: lease.fence, signal: lease.signal });
     console.log(JSON.stringify({ tick, ran: true, fence: lease.fence }));
@@ -81,7 +80,6 @@ async function onTick(tick) {
     const reason = lease.signal.aborted ? lease.signal.reason : error;
     console.log(JSON.stringify({ tick, ran: true, fence: lease.fence, error: String(reason) }));
   }
-  // No lease.release() here: see the top of the file.
 }
 
 try {
@@ -97,9 +95,8 @@ try {
     await onTick(tick);
   }
 } finally {
-  // close() releases the leases still held, which would let a late replica run the last tick
-  // again: wait for the last tick's lease to end by its TTL first (its signal aborts then).
-  if (lastLease?.held) await new Promise((resolve) => lastLease.signal.addEventListener('abort', resolve, { once: true }));
+  // The last tick's lease was left to expire: close() does not release it, so a late replica
+  // cannot run that tick again.
   await locks.close();
   redis.disconnect();
 }

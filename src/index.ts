@@ -6,7 +6,7 @@ export type { Semaphore, SemaphoreOptions, PermitOptions } from './semaphore.js'
 export type { ReadWriteLock, ReadWriteLockOptions } from './read-write-lock.js';
 export type { FairLock, FairLockOptions } from './fair-lock.js';
 export { MAX_PERMITS } from './semaphore.js';
-export type { AcquireOptions, LocksOptions, BackendOptions } from './options.js';
+export type { AcquireOptions, CloseOptions, LocksOptions, BackendOptions } from './options.js';
 export type {
   ObservabilityOptions,
   Logger,

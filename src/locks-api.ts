@@ -3,7 +3,7 @@ import type { FairLock, FairLockOptions } from './fair-lock.js';
 import type { Lease } from './lease/lease.js';
 import type { LockInfo } from './lock-info.js';
 import type { MultiLease } from './multi-lease.js';
-import type { AcquireOptions } from './options.js';
+import type { AcquireOptions, CloseOptions } from './options.js';
 import type { ReadWriteLock, ReadWriteLockOptions } from './read-write-lock.js';
 import type { Semaphore, SemaphoreOptions } from './semaphore.js';
 
@@ -122,6 +122,8 @@ export interface Locks {
   /**
    * Stops waits in progress (they reject with a `LockAbortedError`), releases the leases this
    * manager holds, and closes the connections latchkey made. A borrowed client stays open.
+   * With `{ release: false }` the leases it holds are not released but left to expire at their
+   * TTL ({@link Lease.letExpire}): for a job that must not run again in the same period.
    */
-  close(): Promise<void>;
+  close(options?: CloseOptions): Promise<void>;
 }

@@ -15,7 +15,7 @@ import { callSettings, checkCount, isReentrant, readSettings, type Settings } fr
 import { acquireAll, type MultiAcquireContext } from './multi-acquire.js';
 import type { MultiLease } from './multi-lease.js';
 import { createObserver, type AcquireTrace, type Observer } from './observe/observer.js';
-import { ACQUIRE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type LocksOptions } from './options.js';
+import { ACQUIRE_OPTIONS, CLOSE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type CloseOptions, type LocksOptions } from './options.js';
 import { Permits } from './permits.js';
 import { readWriteLockOver, READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
 import { Reentrancy } from './reentrancy.js';
@@ -102,6 +102,7 @@ class LockManager implements Locks {
           this.#locks.leaseEnded(lease);
         },
         onRenew: observer ? (lease, error) => observer.renewal(lease, error) : undefined,
+        onLetExpire: (lease) => ctx.held.delete(lease),
       },
     };
     this.#ctx = ctx;
@@ -213,7 +214,9 @@ class LockManager implements Locks {
     return fairLockOver(this.#permits.semaphore(fairName, 1, 'fair', o));
   }
 
-  async close(): Promise<void> {
+  async close(options?: CloseOptions): Promise<void> {
+    const { release = true } = checkOptions<CloseOptions>(options, CLOSE_OPTIONS, 'options');
+    if (typeof release !== 'boolean') throw new InvalidOptionError('options.release', 'true or false', release);
     if (this.#closed) return;
     this.#closed = true;
     // Every wait ends, and takes its queue entries out, before the connections close: bounded, for
@@ -221,7 +224,8 @@ class LockManager implements Locks {
     const ctx = this.#ctx;
     const stopped = Promise.all([this.#locks.stopAll(), this.#permits.stopAll()]).then(() => Promise.all(ctx.leaving));
     await within(CLOSE_GRACE, stopped);
-    await Promise.all([...this.#ctx.held].map((lease) => lease.release().catch(() => {})));
+    if (release) await Promise.all([...this.#ctx.held].map((lease) => lease.release().catch(() => {})));
+    else for (const lease of [...this.#ctx.held]) lease.letExpire();
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();
   }

@@ -125,3 +125,14 @@ export interface AcquireOptions {
 
 export const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'strategy', 'renew', 'reentrant'] as const;
 export const LOCKS_OPTIONS = ['redis', 'url', 'redlock', 'nodeTimeout', 'replication', 'memory', 'compat', 'prefix', 'ttl', 'wait', 'strategy', 'recheck', 'driftFactor', 'localHandoffs', 'holder', 'reentrant', 'logger', 'hooks', 'meterProvider', 'tracerProvider', 'keyGroup'] as const;
+
+/** Options of {@link Locks.close}. */
+export interface CloseOptions {
+  /**
+   * Release the leases the manager holds (default `true`). `false` leaves each to expire at its
+   * TTL instead (see `Lease.letExpire`): the locks stay taken until then.
+   */
+  readonly release?: boolean;
+}
+
+export const CLOSE_OPTIONS = ['release'] as const;

@@ -17,6 +17,8 @@ export interface LeaseContext {
   readonly onEnd: (lease: Lease) => void;
   /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */
   readonly onRenew?: ((lease: Lease, error: unknown) => void) | undefined;
+  /** The lease was left to expire ({@link Lease.letExpire}): the manager no longer releases it at `close()`. */
+  readonly onLetExpire?: ((lease: Lease) => void) | undefined;
 }
 
 /** @internal What a reentrant handle shares with the lease it joined (see {@link Lease.addHold}). */
@@ -83,6 +85,8 @@ export class Lease implements AsyncDisposable {
   #holds = 1;
   /** True once its holder record was written (the manager's `holder` option): extends keep it alive. */
   #recorded = false;
+  /** True once {@link Lease.letExpire} was called: released by nobody, it ends at its TTL. */
+  #leftToExpire = false;
 
   /** @internal Made by the manager; not for direct use. */
   constructor(
@@ -222,9 +226,11 @@ export class Lease implements AsyncDisposable {
    * resolves too. Rejects with {@link LeaseLostError} when the lease was lost before the release
    * (its validity ran out, even if nothing noticed it then, or someone else's lease now holds the
    * lock, which is left untouched), and with a `BackendError` when the backend could not be
-   * reached (the lease then expires by its TTL).
+   * reached (the lease then expires by its TTL). After {@link Lease.letExpire} it does nothing.
    */
   release(): Promise<void> {
+    // Left to expire: the lock stays taken until its TTL (see letExpire).
+    if (this.#leftToExpire && !this.#releasing) return Promise.resolve();
     // Not queued behind a renewal in flight: a release must not wait for a backend that hangs.
     this.#releasing ??= (async () => {
       this.#watchdog?.stop();
@@ -252,6 +258,28 @@ export class Lease implements AsyncDisposable {
       this.#end('released', () => new LeaseReleasedError(this.key));
     })();
     return this.#releasing;
+  }
+
+  /**
+   * Stops renewing the lease and leaves the lock taken until its TTL runs out, instead of
+   * releasing it: for work that must not run twice in one period, such as a cron tick that every
+   * replica fires. From then on `release()`, the end of a `withLock` scope, `await using` and
+   * `locks.close()` leave the lock alone; the lease still ends (its `signal` aborts with a
+   * `LeaseLostError`, reason `expired`) when its validity runs out. Calling it again, or on a lease
+   * that ended, changes nothing; on a reentrant handle it applies to the lease the handle joined.
+   */
+  letExpire(): void {
+    this.#noticeExpiry();
+    if (this.#leftToExpire || this.#state !== 'held') return;
+    this.#leftToExpire = true;
+    this.#watchdog?.stop();
+    this.#watchdog = undefined;
+    this.#context.onLetExpire?.(this);
+  }
+
+  /** True once {@link Lease.letExpire} was called on it: nothing releases it, it ends at its TTL. */
+  get leftToExpire(): boolean {
+    return this.#leftToExpire;
   }
 
   /** `await using lease = await locks.acquire(...)` releases it at the end of the block. */

@@ -93,6 +93,15 @@ class ReentrantLease extends Lease {
     return this.#outer.state === 'lost' ? Promise.reject(this.#outer.lostError) : Promise.resolve();
   }
 
+  /** Leaves the lease this handle joined to expire (see {@link Lease.letExpire}). */
+  override letExpire(): void {
+    this.#outer.letExpire();
+  }
+
+  override get leftToExpire(): boolean {
+    return this.#outer.leftToExpire;
+  }
+
   /** The lease this handle joined. */
   get outer(): Lease {
     return this.#outer;

@@ -107,4 +107,63 @@ export function leaseEndContract(makeHarness: () => Promise<BackendHarness>): vo
       await next!.release();
     });
   });
+
+  describe('a lease left to expire (letExpire, close({ release: false }))', () => {
+    it('release() and the end of withLock leave the lock taken until its TTL; it then ends as expired', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const held = await a.withLock('tick', { ttl: 500 }, async (lease) => {
+        lease.letExpire();
+        expect(lease.leftToExpire).toBe(true);
+        await lease.release(); // does nothing now
+        return lease;
+      });
+      expect(await b.tryAcquire('tick')).toBeNull();
+      // Its watchdog is stopped: the lease ends when its validity runs out, and the key expires.
+      expect(await aborted(held.signal)).toMatchObject({ code: 'LEASE_LOST', reason: 'expired', key: 'tick' });
+      const next = await b.acquire('tick', { wait: 2000 });
+      expect(next.fence).toBeGreaterThan(held.fence);
+      await next.release();
+    });
+
+    it('close({ release: false }) leaves every held lease, renewed or not, to expire at its TTL', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const renewed = await a.acquire('renewed', { ttl: 500, renew: true });
+      const plain = await a.acquire('plain', { ttl: 500 });
+      const startedAt = performance.now();
+      await a.close({ release: false });
+      expect(renewed.leftToExpire && plain.leftToExpire).toBe(true);
+      expect(await b.tryAcquire('renewed')).toBeNull();
+      expect(await b.tryAcquire('plain')).toBeNull();
+      // Not renewed past its TTL: another manager gets each once its key expired.
+      const [x, y] = await Promise.all([b.acquire('renewed', { wait: 3000 }), b.acquire('plain', { wait: 3000 })]);
+      expect(performance.now() - startedAt).toBeLessThan(1500);
+      await Promise.all([x.release(), y.release()]);
+    });
+
+    it('letExpire on a reentrant handle leaves the outer lease to expire: the outer scope does not release it', async () => {
+      fresh();
+      const [a, b] = [locks({ reentrant: true }), locks()];
+      const outer = await a.withLock('nested', { ttl: 500 }, async (lease) => {
+        await a.withLock('nested', async (inner) => inner.letExpire());
+        expect(lease.leftToExpire).toBe(true);
+        return lease;
+      });
+      expect(outer.state).toBe('held');
+      expect(await b.tryAcquire('nested')).toBeNull();
+    });
+
+    it('close({ release: true }) or close() still releases; a bad option is refused', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      await a.acquire('released', { ttl: 5000 });
+      await expect(a.close({ release: 'no' as never })).rejects.toMatchObject({ code: 'INVALID_OPTION' });
+      await expect(a.close({ keep: true } as never)).rejects.toMatchObject({ code: 'INVALID_OPTION' });
+      await a.close({ release: true });
+      const next = await b.tryAcquire('released');
+      expect(next).not.toBeNull();
+      await next!.release();
+    });
+  });
 }
