@@ -22,7 +22,9 @@
   KEYS[2]  owner key   string: the token of the latchkey lease that wrote KEYS[1] (same expiry)
   KEYS[3]  fence key   string: the last fence issued for this lock (an integer)
   KEYS[4]  queue key   sorted set: latchkey waiters in arrival order (member: waiter, score: µs)
-  KEYS[5]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>"
+  KEYS[5]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", written anew by every
+                       attempt of a queued waiter (which clears a release's pass-over mark " -":
+                       see compat-release.lua)
   KEYS[6]? holder key  hash: token, who, since (see record-holder.lua), passed by a caller that
                        wants to know who holds a busy lock (read only then)
   ARGV[1]  token       the caller's random token (hex)
