@@ -13,7 +13,7 @@ export interface LockKeys {
   readonly queue: string;
   /** Hash from queued waiter to the deadline after which its entry is dead. */
   readonly alive: string;
-  /** Hash describing the holder (who, since), when recorded: see the `holder` option. */
+  /** A semaphore's permits hash (see `semaphore`); unused by a lock (older versions kept a holder record here). */
   readonly holder: string;
   /** Compat mode only (the `compat` option): the token of the latchkey lease that wrote the legacy lock key. */
   readonly owner: string;
@@ -40,6 +40,14 @@ export function lockKeys(prefix: string, name: string): LockKeys {
 }
 
 /** How many locks' keys a {@link KeysCache} keeps. */
+/**
+ * Where a manager registers who it is (see `registerHolder`): `<prefix>holder:<tag>`. No lock's
+ * key looks like it: those have their name in braces.
+ */
+export function holderRegistryKey(prefix: string, tag: string): string {
+  return `${prefix}holder:${tag}`;
+}
+
 export const KEYS_CACHE_SIZE = 1024;
 
 /**

@@ -17,19 +17,20 @@ export interface LockInfo {
   /** Entries in the lock's wait queue (a waiter that died counts until its entry is cleaned up). */
   readonly queued: number;
   /**
-   * Who holds it and since when, if the holder's manager records itself (the `holder` option of
-   * createLocks; the `latchkey` command always does). Null when free or not recorded.
+   * Who holds it (the description its manager registered: the `holder` option of createLocks, on
+   * by default) and since when (null where the store cannot tell: Redlock). Null when free, or
+   * when its manager registers nothing (`holder: false`) or is older than this registry.
    */
   readonly holder: HolderInfo | null;
 }
 
-export function lockInfo(name: string, snapshot: LockSnapshot): LockInfo {
+export function lockInfo(name: string, snapshot: LockSnapshot, holder: HolderInfo | null): LockInfo {
   return {
     name,
     held: snapshot.token !== null,
     ttl: snapshot.ttl,
     fence: snapshot.fence,
     queued: snapshot.queued,
-    holder: snapshot.holder,
+    holder: snapshot.token === null ? null : holder,
   };
 }

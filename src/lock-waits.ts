@@ -62,7 +62,7 @@ export class LockWaits {
       waiter.state = 'active';
       let first: Attempt;
       try {
-        first = await waiter.attempt(true);
+        first = await waiter.attempt();
       } catch (error) {
         this.#leave(queue, waiter);
         throw error;
@@ -268,13 +268,7 @@ export class LockWaits {
     // wait behind it (they get the lock when it ends). This may end it at once, through onEnd.
     if (renew || queue.waiters.length > 0) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});
-    // Informational: a failure (or a lease already gone) only leaves the holder unrecorded.
-    else if (ctx.settings.holder !== undefined) {
-      void ctx.backend
-        .recordHolder(keys, token, ctx.settings.holder)
-        .then((recorded) => recorded && lease.noteRecorded())
-        .catch(() => {});
-    }
+    else ctx.holders.touch(); // who this manager is: written once, not per lease
     return lease;
   }
 

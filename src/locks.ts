@@ -20,6 +20,7 @@ import { Permits } from './permits.js';
 import { readWriteLockOver, READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
 import { Reentrancy } from './reentrancy.js';
 import { MAX_PERMITS, SEMAPHORE_OPTIONS, type Semaphore, type SemaphoreOptions } from './semaphore.js';
+import { HolderNames } from './holder-names.js';
 import { TokenSource } from './token.js';
 import { checkFence, checkKey, checkOptions } from './validate.js';
 import { InboxListener } from './wait/inbox-listener.js';
@@ -76,13 +77,16 @@ class LockManager implements Locks {
   constructor(backend: Backend, settings: Settings, observer: Observer | undefined) {
     const id = randomBytes(8).toString('hex');
     let nextWaiter = 0;
+    const tokens = new TokenSource();
+    const holders = new HolderNames(backend, settings.prefix, tokens.tag, settings.holder);
     const ctx: ManagerContext = {
       backend,
       settings,
       observer,
       driftFactor: settings.driftFactor,
       tuning: settings.tuning,
-      tokens: new TokenSource(),
+      tokens,
+      holders,
       lockKeys: new KeysCache(settings.prefix),
       inbox: new InboxListener(backend, id),
       held: new Set<Lease>(),
@@ -93,6 +97,7 @@ class LockManager implements Locks {
       leaseContext: {
         backend,
         driftFactor: settings.driftFactor,
+        touchHolder: () => holders.touch(),
         release: observer?.tracing
           ? (lease, keys, token) => observer.traceRelease(lease, () => this.#locks.release(lease, keys, token))
           : (lease, keys, token) => this.#locks.release(lease, keys, token),
@@ -163,7 +168,8 @@ class LockManager implements Locks {
   async inspect(key: string): Promise<LockInfo> {
     this.#assertOpen();
     const name = checkKey(key);
-    return lockInfo(name, await this.#ctx.backend.inspect(this.#ctx.lockKeys.get(name)));
+    const snapshot = await this.#ctx.backend.inspect(this.#ctx.lockKeys.get(name));
+    return lockInfo(name, snapshot, await this.#ctx.holders.holderOf(snapshot));
   }
 
   async list(pattern = '*'): Promise<LockInfo[]> {
@@ -184,7 +190,7 @@ class LockManager implements Locks {
       const snapshot = await backend.inspect(keys);
       if (snapshot.token === null) return null;
       const reply = await backend.release(keys, snapshot.token);
-      if (reply === 'ok') return lockInfo(name, snapshot);
+      if (reply === 'ok') return lockInfo(name, snapshot, await this.#ctx.holders.holderOf(snapshot));
     }
     throw new BackendError('forceRelease', `the lock "${name}" kept changing hands; try again`);
   }

@@ -73,11 +73,14 @@ export interface LocksOptions extends BackendOptions, ObservabilityOptions {
    */
   readonly localHandoffs?: number;
   /**
-   * Record who holds each lease this manager takes, for {@link Locks.inspect}, {@link Locks.list},
-   * `latchkey list` and the `holder` of a waiter's `LockTimeoutError` (and its message): `true`
-   * records `<hostname> pid <pid>`, a string records itself (at most 200 characters; no secrets:
-   * anyone who can read the keys, or see another process's errors and logs, sees it). It costs
-   * one write after each acquire, sent without waiting for it. Default `false`.
+   * Who this manager says it is, for {@link Locks.inspect}, {@link Locks.list}, `latchkey status`
+   * and `latchkey list`, and the `holder` of a waiter's `LockTimeoutError` (and its message).
+   * Default (`true`): `<hostname> pid <pid>`; a string replaces it (at most 200 characters, e.g.
+   * `` `billing on ${hostname()} pid ${process.pid}` ``; no secrets: anyone who can read the keys,
+   * or see another process's errors and logs, sees it); `false` records nothing. Nothing is written
+   * per lease: every token of the manager starts with its tag, and the manager registers its
+   * description under that tag once (`<prefix>holder:<tag>`, again at most hourly while it takes
+   * or renews leases, for a day).
    */
   readonly holder?: boolean | string;
   /**

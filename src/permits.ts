@@ -108,7 +108,7 @@ export class Permits {
     try {
       // The first attempt queues at once when the inbox already listens for this semaphore
       // (another wait of this manager opened it): a wake-up can reach it, and waiting costs no extra attempt.
-      const first = await waiter.attempt(true);
+      const first = await waiter.attempt();
       let grant = waiter.won(first);
       if (!grant) {
         if (trace && !first.reply.acquired) trace.contended = true;
@@ -130,6 +130,7 @@ export class Permits {
     ctx.held.add(lease);
     if (renew) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});
+    else ctx.holders.touch();
     return lease;
   }
 }

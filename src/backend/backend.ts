@@ -11,16 +11,20 @@ export interface LockSnapshot {
   readonly fence: number | null;
   /** Entries in the lock's wait queue. */
   readonly queued: number;
-  /** Who holds it, when the holder recorded itself (the `holder` option). */
-  readonly holder: HolderInfo | null;
+  /**
+   * When the current lease was taken, ms since the epoch by the store's clock, where the store can
+   * tell (its fence is the server's clock in µs then, or it noted the time); null when free or
+   * unknown (Redlock: a fence there can be a node's counter plus one).
+   */
+  readonly since: number | null;
 }
 
-/** Who holds a lock, as recorded with the `holder` option. */
+/** Who holds a lock: the description its manager registered (the `holder` option of createLocks). */
 export interface HolderInfo {
   /** The holder's description: by default `<hostname> pid <pid>`. */
   readonly who: string;
-  /** When the lease was recorded, ms since the epoch (the store's clock). */
-  readonly since: number;
+  /** When its lease was taken, ms since the epoch (the store's clock), when known; null otherwise. */
+  readonly since: number | null;
 }
 
 /** What one acquire attempt found. */
@@ -40,11 +44,11 @@ export type AcquireReply =
       /** Redlock, after a split vote: wait this long (ms, random) before trying again, whatever wakes the waiter. */
       readonly retryAfter?: number;
       /**
-       * Who holds the lock, as it recorded itself (the `who` of {@link HolderInfo}), when the
-       * attempt asked (`askHolder`) and the record describes the current lease. Over Redlock,
-       * only a holder that a majority of the nodes name.
+       * The tag of the manager whose lease holds the lock (the first 8 hex digits of its token:
+       * `holderTag` in token.ts), when the token has one. Over Redlock, only a tag that a majority
+       * of the nodes name.
        */
-      readonly holder?: string;
+      readonly holderTag?: string;
     };
 
 /** What one attempt at several locks found: all taken (a fence per key, in order), or the first busy one. */
@@ -115,11 +119,9 @@ export interface Backend {
   readonly semaphores: boolean;
   /**
    * One attempt; when busy and `queue` is given, the waiter joins (or stays in) the lock's wait
-   * queue. `askHolder`: when busy, also say who holds it if the holder recorded itself
-   * ({@link AcquireReply}'s `holder`); a backend may answer it unasked. On Redis it costs one more
-   * key in the call, so a waiter asks only when a timeout may follow (not on its first attempt).
+   * queue. A busy reply names the holding manager's tag when there is one.
    */
-  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, askHolder?: boolean): Promise<AcquireReply>;
+  acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply>;
   /**
    * Optional: one atomic attempt at several locks, all or none (nothing is written when any is
    * busy). Resolves to `undefined` when it cannot be done atomically here (a Cluster client): the
@@ -128,19 +130,20 @@ export interface Backend {
   acquireAll?(keys: readonly LockKeys[], token: string, ttl: number): Promise<MultiAcquireReply | undefined>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
-  /**
-   * Sets a held lease's TTL again. `recorded`: whether the lease recorded its holder
-   * ({@link Backend.recordHolder}), whose record then lives as long as the lease; false lets Redis
-   * leave the record's key out of the call (on Cluster, a key that does not exist next to one that
-   * does is refused while the slot migrates). Default true.
-   */
-  extend(keys: LockKeys, token: string, ttl: number, recorded?: boolean): Promise<OwnershipReply>;
+  /** Sets a held lease's TTL again. */
+  extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
   fencedRead(resource: string): Promise<FencedValue | null>;
-  /** Notes who holds the lease (for {@link Backend.inspect}); false when the lock no longer holds `token`. */
-  recordHolder(keys: LockKeys, token: string, who: string): Promise<boolean>;
+  /**
+   * Notes, under the registry key `key` (`holderRegistryKey` in keys.ts), who a manager is, for `ttl`
+   * ms: its leases' tokens carry its tag, so every lock it holds names it, with nothing written
+   * per lease.
+   */
+  registerHolder(key: string, who: string, ttl: number): Promise<void>;
+  /** Who registered under `key` ({@link Backend.registerHolder}), or null. */
+  lookupHolder(key: string): Promise<string | null>;
   /** A consistent snapshot of one lock (read-only). */
   inspect(keys: LockKeys): Promise<LockSnapshot>;
   /** The names of the locks that exist under `prefix` whose name matches the glob `pattern`. */

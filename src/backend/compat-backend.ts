@@ -7,8 +7,9 @@ import {
   compatExtendScript,
   compatInspectScript,
   compatReleaseScript,
+  holderNameScript,
   leaveScript,
-  recordHolderScript,
+  registerHolderScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
@@ -60,9 +61,8 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
     lastError: () => ready?.lastError?.(),
     handsOff: false,
     semaphores: false, // the mode is for legacy lock keys; a semaphore has no legacy counterpart
-    async acquire(keys, token, ttl, queue, askHolder) {
+    async acquire(keys, token, ttl, queue) {
       const scriptKeys = [legacyKey(keys), keys.owner, keys.fence, keys.queue, keys.alive];
-      if (askHolder) scriptKeys.push(keys.holder);
       const reply = await runScript(
         ready ?? (await connect()),
         compatAcquireScript,
@@ -75,13 +75,13 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       const reply = await runScript(
         ready ?? (await connect()),
         compatReleaseScript,
-        [legacyKey(keys), keys.owner, keys.queue, keys.alive, keys.holder],
+        [legacyKey(keys), keys.owner, keys.queue, keys.alive],
         [token, inboxes],
       );
       return ownership(asInteger(reply, compatReleaseScript), 'release');
     },
     async extend(keys, token, ttl) {
-      const reply = await runScript(ready ?? (await connect()), compatExtendScript, [legacyKey(keys), keys.owner, keys.holder], [token, String(ttl), unit, linger]);
+      const reply = await runScript(ready ?? (await connect()), compatExtendScript, [legacyKey(keys), keys.owner], [token, String(ttl), unit, linger]);
       return ownership(asInteger(reply, compatExtendScript), 'extend');
     },
     async leave(keys, member, token) {
@@ -95,16 +95,18 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
     async fencedRead(resource) {
       return readFenced(ready ?? (await connect()), resource);
     },
-    async recordHolder(keys, token, who) {
-      // record-holder.lua compares its KEYS[1] with the token: here that is the owner key.
-      const reply = await runScript(ready ?? (await connect()), recordHolderScript, [keys.owner, keys.holder], [token, who]);
-      return asInteger(reply, recordHolderScript) === 1;
+    async registerHolder(key, who, ttl) {
+      await runScript(ready ?? (await connect()), registerHolderScript, [key], [who, String(ttl)]);
+    },
+    async lookupHolder(key) {
+      const who = await runScript(ready ?? (await connect()), holderNameScript, [key], []);
+      return typeof who === 'string' ? who : null;
     },
     async inspect(keys) {
       const reply = await runScript(
         ready ?? (await connect()),
         compatInspectScript,
-        [legacyKey(keys), keys.owner, keys.fence, keys.queue, keys.holder],
+        [legacyKey(keys), keys.owner, keys.fence, keys.queue],
         [unit],
       );
       return asSnapshot(reply, compatInspectScript);

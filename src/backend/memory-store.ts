@@ -4,7 +4,6 @@ import type {
   FencedValue,
   FencedWriteReply,
   HandOff,
-  HolderInfo,
   LockSnapshot,
   MultiAcquireReply,
   OwnershipReply,
@@ -15,13 +14,13 @@ import { managerInbox } from './backend.js';
 import { now } from '../clock.js';
 import { globToRegExp } from '../glob.js';
 import { escapeGlob, namesOf, type SemaphoreSpec } from '../keys.js';
+import { holderTag } from '../token.js';
 
 interface Entry {
   token: string;
   /** Monotonic ms. */
   expiresAt: number;
   fence: number;
-  holder?: HolderInfo;
 }
 
 /** A queued waiter: until when its entry lives (monotonic ms), and what a grant needs. */
@@ -54,6 +53,8 @@ export class MemoryStore {
   readonly #queues = new Map<string, Map<string, Queued>>();
   readonly #inboxes = new Map<string, (member: string, fence: number) => void>();
   readonly #resources = new Map<string, FencedValue>();
+  /** Who each manager is (see registerHolder), until when (monotonic ms). */
+  readonly #holders = new Map<string, { readonly who: string; readonly expiresAt: number }>();
   readonly #semaphores = new Map<string, Semaphore>();
   #lastFence = 0;
   #sinceSweep = 0;
@@ -85,8 +86,8 @@ export class MemoryStore {
       else waiters.set(queue.member, { deadline: t + queue.entryTtl, ttl, token });
     }
     const ttlLeft = Math.max(1, Math.ceil(entry.expiresAt - t));
-    // Who holds it, when recorded: free to answer here, so answered unasked (see Backend.acquire).
-    return entry.holder ? { acquired: false, ttl: ttlLeft, holder: entry.holder.who } : { acquired: false, ttl: ttlLeft };
+    const tag = holderTag(entry.token);
+    return tag ? { acquired: false, ttl: ttlLeft, holderTag: tag } : { acquired: false, ttl: ttlLeft };
   }
 
   /** @internal Used by the memory backend: multi-acquire.lua's semantics (all free locks taken, or nothing written). */
@@ -258,12 +259,16 @@ export class MemoryStore {
     }
   }
 
-  /** @internal Used by the memory backend. */
-  recordHolder(key: string, token: string, who: string): boolean {
-    const entry = this.#live(key, now());
-    if (entry?.token !== token) return false;
-    entry.holder = { who, since: Date.now() };
-    return true;
+  /** @internal Used by the memory backend: see Backend.registerHolder. */
+  registerHolder(key: string, who: string, ttl: number): void {
+    this.#holders.set(key, { who, expiresAt: now() + ttl });
+  }
+
+  /** @internal Used by the memory backend: see Backend.lookupHolder. */
+  lookupHolder(key: string): string | null {
+    const entry = this.#holders.get(key);
+    if (entry && entry.expiresAt <= now()) this.#holders.delete(key);
+    return entry && entry.expiresAt > now() ? entry.who : null;
   }
 
   /** @internal Used by the memory backend. */
@@ -275,7 +280,8 @@ export class MemoryStore {
       ttl: entry ? Math.max(1, Math.ceil(entry.expiresAt - t)) : 0,
       fence: entry?.fence ?? null,
       queued: this.queueLength(key),
-      holder: entry?.holder ?? null,
+      // A fence is this process's clock in µs when issued (or one more than the one before).
+      since: entry ? Math.floor(entry.fence / 1000) : null,
     };
   }
 
@@ -357,7 +363,8 @@ export function memoryBackend(store: MemoryStore): Backend {
     release: async (keys, token, handOff) => (keys.semaphore ? store.semaphoreRelease(keys.lock, token) : store.release(keys.lock, token, handOff)),
     extend: async (keys, token, ttl) => (keys.semaphore ? store.semaphoreExtend(keys.lock, token, ttl) : store.extend(keys.lock, token, ttl)),
     leave: async (keys, member, token) => (keys.semaphore ? store.semaphoreLeave(keys.lock, member, token) : store.leave(keys.lock, member, token)),
-    recordHolder: async (keys, token, who) => !keys.semaphore && store.recordHolder(keys.lock, token, who),
+    registerHolder: async (key, who, ttl) => store.registerHolder(key, who, ttl),
+    lookupHolder: async (key) => store.lookupHolder(key),
     inspect: async (keys) => store.inspect(keys.lock),
     lockNames: async (prefix, pattern) => {
       const match = globToRegExp(`${escapeGlob(prefix)}{${pattern}}`);

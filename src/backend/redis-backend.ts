@@ -1,4 +1,4 @@
-import { isSlotRefusal, type ScriptClient } from '../client/script-client.js';
+import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, ReplicationError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import type { LuaScript } from '../lua/lua-script.js';
@@ -10,7 +10,8 @@ import {
   multiAcquireScript,
   raiseFenceScript,
   releaseScript,
-  recordHolderScript,
+  registerHolderScript,
+  holderNameScript,
   inspectScript,
   semaphoreAcquireScript,
   semaphoreExtendScript,
@@ -42,18 +43,16 @@ export interface ScriptCall {
 }
 
 /**
- * acquire.lua's keys and arguments: the queue's only for a caller that queues, the holder key
- * only for one that asks who holds a busy lock (the script's optional ones); `fenceFloor` on a
- * Redlock node (see acquire.lua), none on a single Redis.
+ * acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's
+ * optional ones); `fenceFloor` on a Redlock node (see acquire.lua), none on a single Redis.
  */
-export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number, askHolder?: boolean): ScriptCall {
+export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
   const floor = fenceFloor === undefined ? '' : String(fenceFloor);
   const fenceTtl = counterTtl(ttl);
   if (queue) {
-    const args = [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)];
-    return { keys: askHolder ? [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder] : [keys.lock, keys.fence, keys.queue, keys.alive], args };
+    return { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] };
   }
-  return { keys: askHolder ? [keys.lock, keys.fence, keys.holder] : [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
+  return { keys: [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
 }
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
@@ -66,15 +65,15 @@ const parseRelease = (reply: unknown): ReleaseReply => {
 /**
  * An acquire script's reply: acquire.lua answers a bare fence when it acquired (the cheapest reply
  * for the common case), semaphore-acquire.lua and compat-acquire.lua `{1, fence}`; all `{0, pttl}`
- * when busy, acquire.lua and compat-acquire.lua `{0, pttl, who}` when asked who holds it and the
- * holder recorded itself.
+ * when busy, acquire.lua and compat-acquire.lua `{0, pttl, tag}` when the holding token has a
+ * manager's tag.
  */
 export function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
   if (!Array.isArray(reply)) return { acquired: true, fence: asInteger(reply, script) };
-  const who: unknown = reply[2];
-  if (reply.length === 3 && typeof who === 'string') {
+  const tag: unknown = reply[2];
+  if (reply.length === 3 && typeof tag === 'string') {
     const [status, pttl] = asPair(reply.slice(0, 2), script);
-    if (status === 0) return { acquired: false, ttl: pttl, holder: who };
+    if (status === 0) return { acquired: false, ttl: pttl, holderTag: tag };
   }
   const [status, value] = asPair(reply, script);
   return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
@@ -180,7 +179,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxes, '0'];
   /** wake-release.lua's keys and arguments (SPUBLISH's flag only on a Cluster: its optional argument). A client not yet connected counts as standalone. */
   const wakeRelease = (client: ScriptClient | undefined, keys: LockKeys, token: string): [readonly string[], readonly string[]] => [
-    [keys.lock, keys.queue, keys.alive, keys.holder],
+    [keys.lock, keys.queue, keys.alive],
     client?.cluster ? [token, lockInboxPrefix(keys), '1'] : [token, inboxes],
   ];
 
@@ -193,7 +192,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     get resends() {
       return resends;
     },
-    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, askHolder?: boolean) {
+    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry) {
       const client = ready ?? (await connect());
       const sem = keys.semaphore;
       const script = sem ? semaphoreAcquireScript : acquireScript;
@@ -203,7 +202,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
         args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
       } else {
-        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue, undefined, askHolder));
+        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue));
       }
       if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
       const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
@@ -244,30 +243,21 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         : runScript(
             client,
             releaseScript,
-            [keys.lock, keys.fence, keys.queue, keys.alive, keys.holder],
+            [keys.lock, keys.fence, keys.queue, keys.alive],
             [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
           ).then(parseRelease);
       // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
       // is then freed on its key alone.
       return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
     },
-    async extend(keys, token, ttl, recorded = true) {
+    async extend(keys, token, ttl) {
       const script = keys.semaphore ? semaphoreExtendScript : extendScript;
       const client = ready ?? (await connect());
-      // The holder key only when the lease recorded its holder (a semaphore's permits key always).
-      const extendKeys = recorded || keys.semaphore ? [keys.lock, keys.holder] : [keys.lock];
+      // A lock's renewal names its lock key alone (safe while a Cluster slot migrates); a
+      // semaphore's, its holders set and permits hash, which exist together.
+      const extendKeys = keys.semaphore ? [keys.lock, keys.holder] : [keys.lock];
       const args = [token, String(ttl)];
-      if (!replication) {
-        const extended = runScript(client, script, extendKeys, args);
-        if (!client.cluster || extendKeys.length === 1 || keys.semaphore) return ownership(asInteger(await extended, script), 'extend');
-        // Cluster: a holder key split from its lock key by a migration (moved in another batch,
-        // or evicted) gets the script refused; the lock key alone is renewed then.
-        const reply = await extended.catch((error: unknown) => {
-          if (!isSlotRefusal(error)) throw error;
-          return runScript(client, script, [keys.lock], args);
-        });
-        return ownership(asInteger(reply, script), 'extend');
-      }
+      if (!replication) return ownership(asInteger(await runScript(client, script, extendKeys, args), script), 'extend');
       // An extension the replicas did not acknowledge must not lengthen the lease: a replica
       // promoted now would expire the key on the older TTL while the holder counted the newer one.
       const [reply, acks] = await runScriptReplicated(client, script, extendKeys, args, replication.replicas, replication.timeout);
@@ -310,13 +300,15 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     async fencedRead(resource) {
       return readFenced(ready ?? (await connect()), resource);
     },
-    async recordHolder(keys, token, who) {
-      if (keys.semaphore) return false; // permits are not described (yet)
-      const reply = await runScript(ready ?? (await connect()), recordHolderScript, [keys.lock, keys.holder], [token, who]);
-      return asInteger(reply, recordHolderScript) === 1;
+    async registerHolder(key, who, ttl) {
+      await runScript(ready ?? (await connect()), registerHolderScript, [key], [who, String(ttl)]);
+    },
+    async lookupHolder(key) {
+      const who = await runScript(ready ?? (await connect()), holderNameScript, [key], []);
+      return typeof who === 'string' ? who : null;
     },
     async inspect(keys) {
-      const reply = await runScript(ready ?? (await connect()), inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []);
+      const reply = await runScript(ready ?? (await connect()), inspectScript, [keys.lock, keys.fence, keys.queue], []);
       return asSnapshot(reply);
     },
     async lockNames(keyPrefix, pattern) {
@@ -339,19 +331,27 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   };
 }
 
-/** Narrows inspect.lua's reply (or compat-inspect.lua's: the same shape). */
+/** The fences of the scripts (max(last + 1, TIME in µs)) are the server's clock when issued, in µs, unless the clock went back. */
+const MICROSECOND_FENCES = 1e15;
+
+/**
+ * Narrows inspect.lua's reply (or compat-inspect.lua's: the same shape). `since` comes from the
+ * fence: the last fence issued is the current lease's, and a fence is the server's TIME in µs
+ * when it was issued (or one more than the fence before, within the same µs).
+ */
 export function asSnapshot(reply: unknown, script: LuaScript = inspectScript): LockSnapshot {
-  if (!Array.isArray(reply) || reply.length !== 6) {
-    throw new BackendError(script.name, `unexpected reply ${JSON.stringify(reply)} (expected 6 fields)`);
+  if (!Array.isArray(reply) || reply.length !== 4) {
+    throw new BackendError(script.name, `unexpected reply ${JSON.stringify(reply)} (expected 4 fields)`);
   }
-  const [token, pttl, fence, queued, who, since] = reply as unknown[];
+  const [token, pttl, fenceReply, queued] = reply as unknown[];
   const held = typeof token === 'string';
   const ttl = asInteger(pttl, script);
+  const fence = fenceReply === null || fenceReply === undefined || fenceReply === false ? null : asInteger(fenceReply, script);
   return {
     token: held ? token : null,
     ttl: held ? ttl : 0,
-    fence: fence === null || fence === undefined ? null : asInteger(fence, script),
+    fence,
     queued: asInteger(queued, script),
-    holder: held && typeof who === 'string' && since != null ? { who, since: asInteger(since, script) } : null,
+    since: held && fence !== null && fence > MICROSECOND_FENCES && !token.startsWith('legacy:') ? Math.floor(fence / 1000) : null,
   };
 }

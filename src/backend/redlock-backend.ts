@@ -76,7 +76,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     semaphores: false,
     boundsCalls: true, // every fan-out ends at the per-node timeout: a QuorumError says which node hung
 
-    async acquire(keys, token, ttl, queue, askHolder): Promise<AcquireReply> {
+    async acquire(keys, token, ttl, queue): Promise<AcquireReply> {
       // A node that votes for after the result: kept while the lease is won and held, given back
       // otherwise (while undecided, the failure path's release to every node covers it), unless
       // a later attempt with the same token was sent to that node since, or a release that
@@ -87,7 +87,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       // One call for every node, built once: the same keys and arguments, so every node is
       // offered the same fence floor, the voters whose counters agree issue equal fences, and
       // the raise below costs no round trip.
-      const call = acquireCall(keys, token, ttl, queue, floors.floorFor(keys), askHolder);
+      const call = acquireCall(keys, token, ttl, queue, floors.floorFor(keys));
       const answers = await each(
         timeoutFor(ttl),
         'skip',
@@ -143,8 +143,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       releaseEverywhere(keys, token);
       // Not an error yet: the waiter retries until its deadline, and then reports this outcome
       // (a QuorumError when node errors left it undecided, a LockTimeoutError when it was held).
-      const holder = askHolder ? namedHolder(answers, quorum) : undefined;
-      return { acquired: false, ttl: holderTtl(ttls, outcome), outcome, ...retryAfter(outcome), ...(holder === undefined ? {} : { holder }) };
+      const holderTag = namedHolder(answers, quorum);
+      return { acquired: false, ttl: holderTtl(ttls, outcome), outcome, ...retryAfter(outcome), ...(holderTag === undefined ? {} : { holderTag }) };
     },
 
     async release(keys, token): Promise<ReleaseReply> {
@@ -174,8 +174,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       }
     },
 
-    async extend(keys, token, ttl, recorded): Promise<OwnershipReply> {
-      const reply = decide(nodes, quorum, keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl, recorded), isOk));
+    async extend(keys, token, ttl): Promise<OwnershipReply> {
+      const reply = decide(nodes, quorum, keys, 'extend', await each(timeoutFor(ttl), 'skip', (node) => node.extend(keys, token, ttl), isOk));
       if (reply === 'ok' && lateReplies.isHeld(token)) lateReplies.remember(token, ttl);
       // Lost on the majority: what is left on the minority is given back at once, not left to expire.
       if (reply !== 'ok') releaseEverywhere(keys, token);
@@ -188,9 +188,15 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       return answers.some((a) => !a.ok || a.value);
     },
 
-    async recordHolder(keys, token, who) {
-      const answers = await each(timeoutFor(1000), 'skip', (node) => node.recordHolder(keys, token, who), (recorded) => recorded);
-      return answers.filter((a) => a.ok && a.value).length >= quorum;
+    async registerHolder(key, who, ttl) {
+      // On every node: a lookup asks them in turn until one answers.
+      await each(timeoutFor(1000), 'skip', (node) => node.registerHolder(key, who, ttl), () => false);
+    },
+
+    async lookupHolder(key) {
+      const answers = await each(timeoutFor(1000), 'skip', (node) => node.lookupHolder(key), (who) => who !== null);
+      for (const a of answers) if (a.ok && a.value !== null) return a.value;
+      return null;
     },
 
     async inspect(keys): Promise<LockSnapshot> {
@@ -209,7 +215,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         ttl: token === null ? 0 : holding.map((v) => v.ttl).sort((a, b) => b - a)[quorum - 1]!,
         fence: fences.length > 0 ? Math.max(...fences) : null,
         queued: Math.max(...views.map((v) => v.queued)),
-        holder: holding.find((v) => v.holder !== null)?.holder ?? null,
+        // A Redlock fence can be a node's counter plus one (the floor), not a clock reading.
+        since: null,
       };
     },
 

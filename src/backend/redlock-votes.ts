@@ -64,10 +64,10 @@ export function agreedFence(answers: readonly Answer<AcquireReply>[], quorum: nu
 export function namedHolder(answers: readonly Answer<AcquireReply>[], quorum: number): string | undefined {
   const named = new Map<string, number>();
   for (const a of answers) {
-    if (!a.ok || a.value.acquired || a.value.holder === undefined) continue;
-    const count = (named.get(a.value.holder) ?? 0) + 1;
-    if (count >= quorum) return a.value.holder;
-    named.set(a.value.holder, count);
+    if (!a.ok || a.value.acquired || a.value.holderTag === undefined) continue;
+    const count = (named.get(a.value.holderTag) ?? 0) + 1;
+    if (count >= quorum) return a.value.holderTag;
+    named.set(a.value.holderTag, count);
   }
   return undefined;
 }

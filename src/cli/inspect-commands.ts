@@ -8,7 +8,7 @@ import { describeHolder } from './waiting-status.js';
 
 /** A lock as `--json` prints it: LockInfo, plus how long it has been held (ms), when recorded. */
 function asJson(info: LockInfo, now: number): Record<string, unknown> {
-  return { ...info, heldFor: info.holder ? Math.max(0, now - info.holder.since) : null };
+  return { ...info, heldFor: info.holder?.since != null ? Math.max(0, now - info.holder.since) : null };
 }
 
 /** The table of `list` and `watch`. */
@@ -19,7 +19,7 @@ export function lockTable(infos: readonly LockInfo[], now = Date.now()): string 
     table.push([
       i.name,
       i.holder?.who ?? '(not recorded)',
-      i.holder ? formatDuration(Math.max(0, now - i.holder.since)) : '-',
+      i.holder?.since != null ? formatDuration(Math.max(0, now - i.holder.since)) : '-',
       i.ttl >= 0 ? formatDuration(i.ttl) : 'none',
       i.fence === null ? '-' : String(i.fence),
       String(i.queued),
@@ -86,7 +86,7 @@ export async function forceRelease(key: string, options: ConnectionOptions & { f
       process.stderr.write(`latchkey: "${key}" was not held\n`);
       return EXIT.FREE;
     }
-    const who = broken.holder ? `${broken.holder.who}, held for ${formatDuration(Math.max(0, Date.now() - broken.holder.since))}` : 'holder not recorded';
+    const who = !broken.holder ? 'holder not recorded' : broken.holder.since == null ? broken.holder.who : `${broken.holder.who}, held for ${formatDuration(Math.max(0, Date.now() - broken.holder.since))}`;
     process.stdout.write(`released "${key}" by force (${who}; fence ${broken.fence}); the next waiter, if any, has it now\n`);
     return EXIT.OK;
   } finally {

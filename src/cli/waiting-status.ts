@@ -5,7 +5,8 @@ import { formatDuration } from './duration.js';
 /** How a holder is shown: who, and since when, if it recorded itself. */
 export function describeHolder(info: LockInfo, now = Date.now()): string {
   if (!info.held) return 'free';
-  const who = info.holder ? `held by ${info.holder.who} for ${formatDuration(Math.max(0, now - info.holder.since))}` : 'held (holder not recorded)';
+  const since = info.holder?.since;
+  const who = !info.holder ? 'held (holder not recorded)' : `held by ${info.holder.who}${since == null ? '' : ` for ${formatDuration(Math.max(0, now - since))}`}`;
   return `${who}, ${info.ttl >= 0 ? `TTL ${formatDuration(info.ttl)} left` : 'no TTL'}`;
 }
 

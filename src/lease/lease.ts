@@ -17,6 +17,8 @@ export interface LeaseContext {
   readonly onEnd: (lease: Lease) => void;
   /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */
   readonly onRenew?: ((lease: Lease, error: unknown) => void) | undefined;
+  /** Keeps the manager's holder registration alive while its leases are renewed (see HolderNames.touch). */
+  readonly touchHolder?: (() => void) | undefined;
   /** The lease was left to expire ({@link Lease.letExpire}): the manager no longer releases it at `close()`. */
   readonly onLetExpire?: ((lease: Lease) => void) | undefined;
 }
@@ -83,8 +85,6 @@ export class Lease implements AsyncDisposable {
   #releasing: Promise<void> | undefined;
   /** Holds in force: this lease's own, plus one per reentrant handle not yet released. */
   #holds = 1;
-  /** True once its holder record was written (the manager's `holder` option): extends keep it alive. */
-  #recorded = false;
   /** True once {@link Lease.letExpire} was called: released by nobody, it ends at its TTL. */
   #leftToExpire = false;
 
@@ -185,11 +185,6 @@ export class Lease implements AsyncDisposable {
     return { leave, context: this.#context, keys: this.#keys, sentAt: this.#acquiredAt };
   }
 
-  /** @internal Its holder record was written (see {@link Backend.recordHolder}): renewals keep it as long as the lease. */
-  noteRecorded(): void {
-    this.#recorded = true;
-  }
-
   /** How long the lease has been held so far, in ms. */
   get heldFor(): number {
     return now() - this.#acquiredAt;
@@ -205,9 +200,10 @@ export class Lease implements AsyncDisposable {
     return this.#serial(async () => {
       this.#assertHeld();
       const sentAt = now();
+      this.#context.touchHolder?.();
       // Not waited for past the lease's validity (a Redis that does not answer): the lease is
       // lost then, and an extend that succeeds later is given back.
-      const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl, this.#recorded), 'extend', (late) => {
+      const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl), 'extend', (late) => {
         if (late === 'ok') void this.#giveBack();
       });
       this.#afterOwnershipReply(reply);

@@ -12,10 +12,8 @@
                        passed with KEYS[4], ARGV[5] and ARGV[6], only by a caller that queues
   KEYS[4]? alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", the entry's expiry
                        (server clock) and what a release needs to grant the lock to it
-  KEYS[5]? holder key  hash: token, who, since (see record-holder.lua), passed by a caller that
-                       wants to know who holds a busy lock; it comes right after the queue keys:
-                       KEYS[5] with them, KEYS[3] without (a call then passes 3 keys)
-  ARGV[1]  token       the caller's random token (at least 128 bits, hex)
+  ARGV[1]  token       the caller's token: its manager's tag (8 hex digits, not secret: see
+                       Returns) and 128 random bits (32 hex digits)
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
   ARGV[3]  fence ttl   how long the fence counter lives: the lease's ttl plus how long the
                        counter outlives it, milliseconds
@@ -26,11 +24,9 @@
   ARGV[5]? waiter      "<inbox>:<id>" to queue under when the lock is busy; absent: not queued
   ARGV[6]? entry ttl   how long a queue entry lives without another attempt, milliseconds
 
-  The queue's keys and arguments go together: a call passes all four or none. The holder key is
-  passed or not, independently: read only when the lock is busy, it is sent only by a waiter
-  whose wait may end with that reply, not with a first attempt (the common one finds the lock
-  free). Fewer arguments are less work for Redis and the client (each one is parsed, copied and
-  turned into a Lua string), which counts five times over on a Redlock of five nodes.
+  The queue's keys and arguments go together: a call passes all four or none. Fewer arguments
+  are less work for Redis and the client (each one is parsed, copied and turned into a Lua
+  string), which counts five times over on a Redlock of five nodes.
 
   Returns
     fence       acquired: the fencing token, a positive integer (a bare integer, not an array:
@@ -63,12 +59,12 @@
     {0, pttl}   busy: held by another token; pttl is its remaining time to live in
                 milliseconds (-1 if the key has no expiry). The caller is queued (or its entry
                 refreshed) when ARGV[5] is given.
-    {0, pttl, who}  busy, with the holder key given and a record of the current token in it:
-                who is the holder's description as it recorded itself (never a token). A holder
-                key of another type is ignored (the record is informational).
+    {0, pttl, tag}  busy, and held by a token of the tagged form (40 hex digits): tag is its
+                first 8 digits, the holding manager's tag, under which that manager registered
+                who it is (register-holder.lua). Only the tag: a token's random part is never
+                returned.
   Errors
-    WRONGTYPE   one of the keys holds a value of another type (the holder key excepted: see
-                the busy reply). Nothing is written then.
+    WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, fenceTtl, waiter = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
@@ -141,12 +137,7 @@ if waiter then
   redis.call('PEXPIRE', aliveKey, entryTtl * 2)
 end
 local busy = {0, redis.call('PTTL', lockKey)}
-local holderKey = KEYS[waiter and 5 or 3]
-if holderKey then
-  -- pcall: a holder key of another type (WRONGTYPE) is ignored; the queue entry above stays.
-  local recorded = redis.pcall('HMGET', holderKey, 'token', 'who')
-  if type(recorded) == 'table' and not recorded.err and recorded[1] == current and recorded[2] then
-    busy[3] = recorded[2]
-  end
+if #current == 40 then
+  busy[3] = string.sub(current, 1, 8)
 end
 return busy

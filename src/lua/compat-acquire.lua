@@ -25,9 +25,7 @@
   KEYS[5]  alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", written anew by every
                        attempt of a queued waiter (which clears a release's pass-over mark " -":
                        see compat-release.lua)
-  KEYS[6]? holder key  hash: token, who, since (see record-holder.lua), passed by a caller that
-                       wants to know who holds a busy lock (read only then)
-  ARGV[1]  token       the caller's random token (hex)
+  ARGV[1]  token       the caller's token: its manager's tag (8 hex digits) and 128 random bits
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
   ARGV[3]  retention   how long the fence counter outlives the lease, milliseconds
   ARGV[4]  waiter      "<inbox>:<id>" to queue under when the lock is busy, or "" not to queue
@@ -46,14 +44,13 @@
     {0, ms}     busy: the timestamp is still in the future; ms until it passes (the lock is free
                 from ms + 1 on). The caller is queued when ARGV[4] is not empty (latchkey's
                 releases wake it; legacy ones, a DEL, wake nobody).
-    {0, ms, who}  busy, held by a latchkey lease that recorded itself, with KEYS[6] given: who
-                is its description (never a token). A legacy holder has no record. A holder
-                key of another type is ignored (the record is informational).
+    {0, ms, tag}  busy, held by a latchkey lease whose token has the tagged form (40 hex
+                digits): tag is its first 8 digits, the holding manager's tag (see
+                register-holder.lua); never the rest of the token. A legacy holder has none.
   Errors
     "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else (the wrong key?).
                 Nothing is written then.
-    WRONGTYPE   one of the keys holds a value of another type (the holder key excepted: see
-                the busy reply). Nothing is written then.
+    WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
 local lockKey, ownerKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[4]
@@ -80,12 +77,11 @@ if current then
       redis.call('PEXPIRE', aliveKey, entryTtl * 2)
     end
     local busy = {0, heldUntil - nowMs}
-    -- A latchkey lease (the lock key has an expiry: see above) whose record names its token.
-    if KEYS[6] and redis.call('PTTL', lockKey) >= 0 then
+    -- A latchkey lease (the lock key has an expiry: see above): its manager's tag.
+    if redis.call('PTTL', lockKey) >= 0 then
       local owner = redis.call('GET', ownerKey)
-      local recorded = redis.pcall('HMGET', KEYS[6], 'token', 'who')
-      if owner and type(recorded) == 'table' and not recorded.err and recorded[1] == owner and recorded[2] then
-        busy[3] = recorded[2]
+      if owner and #owner == 40 then
+        busy[3] = string.sub(owner, 1, 8)
       end
     end
     return busy

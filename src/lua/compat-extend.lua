@@ -6,7 +6,6 @@
 
   KEYS[1]  lock key    string: the legacy lock key, an expiry timestamp
   KEYS[2]  owner key   string: the token of the latchkey lease that wrote KEYS[1]
-  KEYS[3]  holder key  hash describing the holder, if recorded: kept as long as the lease
   ARGV[1]  token       token of the lease being extended
   ARGV[2]  ttl         new time to live, milliseconds, positive integer (counted from now)
   ARGV[3]  unit        milliseconds per unit of the timestamp: "1" or "1000"
@@ -38,5 +37,4 @@ local value = math.floor((nowMs + tonumber(ARGV[2]) + unit - 1) / unit)
 local px = (value + 1) * unit - nowMs + linger
 redis.call('SET', lockKey, string.format('%.0f', value), 'PX', px)
 redis.call('PEXPIRE', ownerKey, px)
-redis.call('PEXPIRE', KEYS[3], px)
 return 1

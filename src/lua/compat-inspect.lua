@@ -8,15 +8,14 @@
   KEYS[2]  owner key   string: the token of the latchkey lease that wrote KEYS[1]
   KEYS[3]  fence key   string: the last fence issued (latchkey leases only)
   KEYS[4]  queue key   sorted set: queued latchkey waiters
-  KEYS[5]  holder key  hash: token, who, since (see record-holder.lua)
   ARGV[1]  unit        milliseconds per unit of the timestamp: "1" or "1000"
 
   Returns
-    {token or false, ms, last fence or false, queued, who or false, since or false}
+    {token or false, ms, last fence or false, queued}
     token is the latchkey lease's token, or "legacy:<value>" for a legacy holder (which
     compat-release.lua accepts for Locks.forceRelease); false when free (no key, or a timestamp
-    in the past). ms is the time until the timestamp passes. who and since only for a latchkey
-    lease that recorded itself.
+    in the past). ms is the time until the timestamp passes. Who holds it: from the token's tag
+    (see register-holder.lua); a legacy holder has none.
   Errors
     "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else.
     WRONGTYPE  one of the keys holds a value of another type.
@@ -26,7 +25,7 @@ local unit = tonumber(ARGV[1])
 local current = redis.call('GET', lockKey)
 local fence = redis.call('GET', KEYS[3])
 local queued = redis.call('ZCARD', KEYS[4])
-local token, ms, who, since = false, 0, false, false
+local token, ms = false, 0
 if current then
   if not string.match(current, '^%d+$') then
     return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds "' .. string.sub(current, 1, 40) .. '", not a timestamp')
@@ -43,10 +42,4 @@ if current then
     end
   end
 end
-if token then
-  local recorded = redis.call('HMGET', KEYS[5], 'token', 'who', 'since')
-  if recorded[1] == token then
-    who, since = recorded[2], recorded[3]
-  end
-end
-return {token, ms, fence, queued, who, since}
+return {token, ms, fence, queued}

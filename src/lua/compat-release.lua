@@ -22,7 +22,6 @@
   KEYS[2]  owner key   string: the token of the latchkey lease that wrote KEYS[1]
   KEYS[3]  queue key   sorted set of latchkey waiters in arrival order
   KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
-  KEYS[5]  holder key  hash describing the holder: deleted with the lease
   ARGV[1]  token       token of the lease being released, or "legacy:<value>"
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
 
@@ -41,7 +40,7 @@ if not current then
 end
 local pttl = redis.call('PTTL', lockKey)
 if pttl >= 0 and redis.call('GET', ownerKey) == token then
-  redis.call('DEL', lockKey, ownerKey, KEYS[5])
+  redis.call('DEL', lockKey, ownerKey)
 elseif pttl == -1 and token == 'legacy:' .. current then
   redis.call('DEL', lockKey)
 else

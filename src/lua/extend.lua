@@ -3,11 +3,6 @@
   caller's token. Never recreates a key that is gone.
 
   KEYS[1]  lock key
-  KEYS[2]? holder key  hash describing the holder: kept as long as the lease. Passed only by a
-                       lease that recorded its holder: on Redis Cluster, a key that does not
-                       exist sent with one that does is refused while the slot migrates
-                       (TRYAGAIN), so the renewal of a lease without a record names its lock key
-                       alone (one key is also less work for Redis and the client)
   ARGV[1]  token of the lease being extended
   ARGV[2]  new time to live, milliseconds, positive integer (counted from now)
 
@@ -21,9 +16,6 @@
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if KEYS[2] then
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  end
   return 1
 end
 if not current then

@@ -2,13 +2,12 @@
   release-key: end a lease on its lock key alone, only if the key still holds the caller's
   token. A fallback of release.lua on Redis Cluster while the lock's slot migrates: a node then
   refuses (TRYAGAIN) a script naming keys of the slot of which only some exist on it, and
-  release.lua names the fence, queue, alive and holder keys, which may not exist. A script on one
+  release.lua names the fence, queue and alive keys, which may not exist. A script on one
   key runs wherever that key is (on the source node, or on the target after an ASK redirection).
 
   It frees the lock and nothing else: no grant, no hand-off, no fence (the next holder's acquire
   issues one above every earlier fence); the queue is left as it is, and its waiters are told to
-  look again (wake-queue.lua). The holder record, if any, expires with the lease's TTL (a record
-  names its token: nobody reads it as the next holder's).
+  look again (wake-queue.lua).
 
   KEYS[1]  lock key
   ARGV[1]  token       token of the lease being released

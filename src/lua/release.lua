@@ -20,8 +20,6 @@
   KEYS[2]  fence key
   KEYS[3]  queue key   sorted set of waiters in arrival order
   KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
-  KEYS[5]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
-                       describes the lease that ends here
   ARGV[1]  token       token of the lease being released
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
   ARGV[3]  ttl         hand-off: time to live of the new lease, milliseconds
@@ -49,24 +47,14 @@ if current ~= ARGV[1] then
   if not current then return {0, 0} end
   return {-1, 0}
 end
--- The holder key (KEYS[5]) describes the lease that ends here: deleted with the lock key when the
--- lock is freed (one call), or before the lock is given to the next holder.
 
 local now
--- Whether the holder key may still exist. While the lock's slot migrates (Redis Cluster), a script
--- on the source node may not name a key that is missing there, one it deleted itself included
--- (the node answers as if the key had moved): no key is touched after this script deleted it.
-local holderLeft = true
 
 -- Gives the lock to `token` for `ttl` ms with the next fence. The counter is written and its
 -- previous value read in one call (SET ... GET), before the lock: a counter of another type fails
 -- with WRONGTYPE before the lock changes hands. In the rare case that the previous value was not
 -- below the clock, the counter is written again above it.
 local function grant(token, ttl)
-  if holderLeft then
-    redis.call('DEL', KEYS[5])
-    holderLeft = false
-  end
   now = now or redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   local fenceTtl = tonumber(ttl) + tonumber(ARGV[6])
@@ -122,7 +110,7 @@ if newToken == '' or ARGV[5] == '1' then
     end
   end
   if newToken == '' then
-    if holderLeft then redis.call('DEL', lockKey, KEYS[5]) else redis.call('DEL', lockKey) end
+    redis.call('DEL', lockKey)
     return {1, 0}
   end
 end

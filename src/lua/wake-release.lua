@@ -17,8 +17,6 @@
   KEYS[1]  lock key
   KEYS[2]  queue key   sorted set of waiters in arrival order
   KEYS[3]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
-  KEYS[4]  holder key  hash describing the holder (see record-holder.lua): deleted, since it
-                       describes the lease that ends here
   ARGV[1]  token       token of the lease being released
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
   ARGV[3]? sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
@@ -73,5 +71,5 @@ for _ = 1, 100 do
     if alive > 0 then alive = alive - redis.call('HDEL', aliveKey, head) end
   end
 end
-redis.call('DEL', KEYS[1], KEYS[4])
+redis.call('DEL', KEYS[1])
 return 1

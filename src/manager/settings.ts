@@ -1,4 +1,4 @@
-import { hostname } from 'node:os';
+import { processDescription } from '../holder-names.js';
 import { InvalidOptionError } from '../errors.js';
 import { DEFAULT_PREFIX } from '../keys.js';
 import type { RenewOptions } from '../lease/watchdog.js';
@@ -15,7 +15,7 @@ export interface Settings {
   readonly driftFactor: number;
   readonly tuning: WaitTuning;
   readonly localHandoffs: number;
-  /** What to record as the holder of each lease, if anything. */
+  /** How this manager describes itself as the holder of its leases, if at all (see HolderNames). */
   readonly holder: string | undefined;
   /** Whether calls are reentrant by default (see {@link LocksOptions.reentrant}). */
   readonly reentrant: boolean;
@@ -95,8 +95,8 @@ export function checkRenew(value: unknown): RenewOptions | undefined {
 }
 
 function checkHolder(value: unknown): string | undefined {
-  if (value === undefined || value === false) return undefined;
-  if (value === true) return `${hostname()} pid ${process.pid}`;
+  if (value === false) return undefined;
+  if (value === undefined || value === true) return processDescription();
   if (typeof value !== 'string' || value === '' || value.length > 200) {
     throw new InvalidOptionError('holder', 'true, false, or a description of at most 200 characters', value);
   }

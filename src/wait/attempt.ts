@@ -30,7 +30,7 @@ const ATTEMPT_GRACE = 250;
  * (`limit.cancel`), even if Redis never answers (a partition, a frozen server: the command stays
  * queued in the client); a reply that comes after that and won the lock is given back. (A queue
  * entry it made is the waiter's to remove: see {@link Waiter.exit}.) A backend that bounds its
- * own calls needs no limit. `askHolder`: see {@link Backend.acquire}.
+ * own calls needs no limit.
  */
 export function attempt(
   backend: Backend,
@@ -39,7 +39,6 @@ export function attempt(
   ttl: number,
   queue: QueueEntry | undefined,
   limit?: AttemptLimit,
-  askHolder?: boolean,
 ): Promise<AcquireReply> {
   const giveBack = (): void => {
     backend.release(keys, token).catch(() => {});
@@ -48,7 +47,7 @@ export function attempt(
     if (limit?.retriesRefused && isSlotRefusal(error)) return;
     giveBack(); // the reply may be what was lost
   };
-  const acquiring = backend.acquire(keys, token, ttl, queue, askHolder);
+  const acquiring = backend.acquire(keys, token, ttl, queue);
   if (!limit || backend.boundsCalls) {
     return acquiring.catch((error: unknown) => {
       failed(error);

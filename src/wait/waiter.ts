@@ -4,6 +4,7 @@ import { undecided, type QuorumOutcome } from '../backend/quorum.js';
 import { isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
+import { HolderSighting, type HolderNames } from '../holder-names.js';
 import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
@@ -20,6 +21,8 @@ export interface WaitContext {
   readonly tuning: WaitTuning;
   /** Clean-ups of waiters that left (queue entries being removed): `close()` lets them finish. */
   readonly leaving: Set<Promise<unknown>>;
+  /** This manager's holder registration, and the descriptions of the holders it met (a timeout names them). */
+  readonly holders: HolderNames;
 }
 
 /** One attempt of a waiter: its reply, when it was sent, and whether the inbox listened then. */
@@ -93,8 +96,8 @@ export class Waiter implements Listener, AttemptLimit {
   refusals = 0;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
-  /** Who held the lock at the last attempt that found it held, when the holder recorded itself: a timeout names it. */
-  heldBy: string | undefined = undefined;
+  /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
+  #holder: HolderSighting | undefined = undefined;
   wake: (() => void) | undefined = undefined;
   cancel: ((reason: unknown) => void) | undefined = undefined;
   /** The deadline while it waits in memory behind callers of its own process. */
@@ -164,17 +167,15 @@ export class Waiter implements Listener, AttemptLimit {
    * One attempt. With `notify` it queues in the backend only once a grant can be heard: a release
    * takes a queued waiter whose inbox has no listener for a dead one, and passes it over.
    *
-   * It asks who holds a busy lock (for the timeout's message) when a timeout may follow its
-   * reply, which costs one key more on Redis: not a `probe`, the first attempt of an acquire,
-   * which usually finds the lock free, unless it is the only one (`wait: 0`); never for a wait
-   * without end.
+   * A busy reply names the holding manager's tag: the timeout's message names that manager
+   * (looked up once per manager, in the background, and only for a wait that can time out).
    *
    * An attempt that Redis refused for where its keys are (a Cluster slot that migrates: TRYAGAIN,
    * or the client's "Too many Cluster redirections") ran nothing: it counts as busy, to be tried
    * again after a short backoff, and the wait goes on until its deadline (which then ends it with
    * that refusal): a migration never ends a wait early with a BackendError.
    */
-  async attempt(probe = false): Promise<Attempt> {
+  async attempt(): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
     // Heard by the inbox from its first attempt (a grant or a wake-up can only follow one) until the exit.
     inbox.add(this.member, this);
@@ -190,10 +191,9 @@ export class Waiter implements Listener, AttemptLimit {
     this.inFlight = true;
     try {
       const queue = queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
-      const askHolder = probe ? this.deadline <= this.started : this.deadline !== Infinity;
       let reply: AcquireReply;
       try {
-        reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
+        reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
       } catch (error) {
         if (!(error instanceof Error) || !isSlotRefusal(error)) throw error;
         this.refused = error;
@@ -249,7 +249,8 @@ export class Waiter implements Listener, AttemptLimit {
       if (!reply.acquired && !a.refused) {
         // (Not a refused attempt's: it did not reach the lock, and a grant counts from the last one that did.)
         this.lastSent = a.sentAt;
-        this.heldBy = reply.holder;
+        if (reply.holderTag !== undefined) this.#holder ??= new HolderSighting(this.#context.holders);
+        this.#holder?.note(reply.holderTag, this.deadline !== Infinity);
       }
       const grant = this.won(a);
       if (grant) return grant;
@@ -262,10 +263,10 @@ export class Waiter implements Listener, AttemptLimit {
         await this.#sleep(Math.min(reply.retryAfter, Math.max(0, this.deadline - now())));
         this.jitter = false;
         this.#throwIfStopped();
-        if (this.deadline - now() <= 0) throw this.#giveUp(outcome);
+        if (this.deadline - now() <= 0) throw await this.#namedGiveUp(outcome);
         continue;
       }
-      if (this.deadline - now() <= 0) throw this.#giveUp(outcome);
+      if (this.deadline - now() <= 0) throw await this.#namedGiveUp(outcome);
       if (this.strategy === 'notify' && !this.joined) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
@@ -279,7 +280,7 @@ export class Waiter implements Listener, AttemptLimit {
         }
       }
       const remaining = this.deadline - now();
-      if (remaining <= 0) throw this.#giveUp(outcome);
+      if (remaining <= 0) throw await this.#namedGiveUp(outcome);
       if (!this.woken && this.granted === undefined) {
         // A semaphore's ttl 0: the queue holds it back, not a holder: only a wake-up or the recheck ends the sleep.
         const holderTtl = reply.acquired ? 0 : locks || reply.ttl > 0 ? reply.ttl : -1;
@@ -376,6 +377,17 @@ export class Waiter implements Listener, AttemptLimit {
   /** Throws the reason a wait was stopped for, if it was. (A method, so narrowing does not cross awaits.) */
   #throwIfStopped(): void {
     if (this.stop) throw this.stop.reason;
+  }
+
+  /** {@link Waiter.#giveUp}, once the lookup of who holds the lock answered (see {@link HolderSighting.settled}). */
+  async #namedGiveUp(outcome: QuorumOutcome | undefined): Promise<Error> {
+    await this.#holder?.settled();
+    return this.#giveUp(outcome);
+  }
+
+  /** Who held the lock at the last attempt that found it held, when its manager registered: a timeout names it. */
+  get heldBy(): string | undefined {
+    return this.#holder?.who;
   }
 
   /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */

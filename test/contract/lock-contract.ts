@@ -98,7 +98,7 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       const lease = await l.acquire('orders:42', { ttl: 5000 });
       const after = performance.now();
       expect(lease.key).toBe('orders:42');
-      expect(lease.token).toMatch(/^[0-9a-f]{32}$/);
+      expect(lease.token).toMatch(/^[0-9a-f]{40}$/); // the manager's tag (8 digits), then 128 random bits
       expect(Number.isSafeInteger(lease.fence) && lease.fence > 0).toBe(true);
       expect(lease.validUntil).toBeGreaterThan(before + 5000 - 60);
       expect(lease.validUntil).toBeLessThanOrEqual(after + 5000);
@@ -620,15 +620,16 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       expect(info.ttl).toBeGreaterThan(5000);
       expect(info.ttl).toBeLessThanOrEqual(10_000);
       expect(info.holder?.who).toBe('worker-7 pid 42');
-      expect(Math.abs(info.holder!.since - before)).toBeLessThan(5000);
+      // Where the store can tell (not Redlock), since when: from the fence, the server's clock.
+      if (info.holder!.since !== null) expect(Math.abs(info.holder!.since - before)).toBeLessThan(5000);
       expect(JSON.stringify(info)).not.toContain(lease.token);
       const waiting = b.acquire('inspected', { wait: 30_000 });
       await queued('inspected');
       expect((await b.inspect('inspected')).queued).toBeGreaterThanOrEqual(1);
       await lease.release();
       const next = await waiting;
-      // The new holder did not record itself: the old record is not shown for it.
-      expect((await b.inspect('inspected')).holder).toBeNull();
+      // The new holder is b, under its default description: host and pid.
+      expect((await b.inspect('inspected')).holder?.who).toBe(`${hostname()} pid ${process.pid}`);
       await next.release();
       expect((await b.inspect('inspected')).held).toBe(false);
     });

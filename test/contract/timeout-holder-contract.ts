@@ -1,8 +1,9 @@
 /**
  * Part of the lock contract (run by lockContract on every backend): a wait that ran out because
- * the lock stayed held names the holder in its LockTimeoutError when the holder's manager records
- * itself (the `holder` option), and names nobody otherwise.
+ * the lock stayed held names the holder in its LockTimeoutError: its manager's description (the
+ * `holder` option, on by default), and nobody when that manager registers none (`holder: false`).
  */
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { LockTimeoutError, type Lease, type LockInfo, type Locks } from '../../src/index.js';
 import type { LocksSettings } from '../helpers/harness.js';
@@ -77,9 +78,9 @@ export function timeoutHolderContract(c: TimeoutHolderContext): void {
       await held.release();
     });
 
-    it('without a recorded holder, holder is undefined and the message names nobody', async () => {
+    it('holder: false names nobody: holder is undefined and the message says another owner', async () => {
       c.fresh();
-      const [a, b] = [c.locks(), c.locks()];
+      const [a, b] = [c.locks({ holder: false }), c.locks()];
       const held = await a.acquire('anonymous', { ttl: 10_000 });
       for (const wait of [0, 150]) {
         const error = await timeout(b.acquire('anonymous', { wait }));
@@ -94,18 +95,25 @@ export function timeoutHolderContract(c: TimeoutHolderContext): void {
       await held.release();
     });
 
-    it("a record left by an earlier holder is not shown for the current one", async () => {
+    it('the current holder is named, not an earlier one', async () => {
       c.fresh();
-      const [a, b, w] = [c.locks({ holder: WHO }), c.locks(), c.locks()];
+      const [a, b, w] = [c.locks({ holder: WHO }), c.locks({ holder: 'second' }), c.locks()];
       const first = await a.acquire('stale', { ttl: 10_000 });
       await recorded(w, 'stale');
       await first.release();
-      // b does not record itself; a's record may still be in the store (it is deleted with the
-      // lock's release on one Redis, but is never shown for another lease anyway).
       const held = await b.acquire('stale', { ttl: 10_000 });
       const error = await timeout(w.acquire('stale', { wait: 150 }));
-      expect(error.holder).toBeUndefined();
+      expect(error.holder).toBe('second');
       expect(error.message).not.toContain(WHO);
+      await held.release();
+    });
+
+    it('a default manager is named by host and pid', async () => {
+      c.fresh();
+      const [a, b] = [c.locks(), c.locks()];
+      const held = await a.acquire('default', { ttl: 10_000 });
+      const error = await timeout(b.acquire('default', { wait: 100 }));
+      expect(error.holder).toBe(`${hostname()} pid ${process.pid}`);
       await held.release();
     });
   });

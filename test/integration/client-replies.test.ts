@@ -85,31 +85,28 @@ describe.each(subjects)('replies through $label', (subject) => {
 
   it('inspect.lua on a lock never held (its falses) and on a held one parse to the same snapshots', async () => {
     const keys = lockKeys(uniquePrefix(), 'shape');
-    const free = asSnapshot(await runScript(adapted, inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []));
-    expect(free).toEqual({ token: null, ttl: 0, fence: null, queued: 0, holder: null });
+    const free = asSnapshot(await runScript(adapted, inspectScript, [keys.lock, keys.fence, keys.queue], []));
+    expect(free).toEqual({ token: null, ttl: 0, fence: null, queued: 0, since: null });
     await redis.raw.set(keys.lock, 'tok', 'PX', 10_000);
-    await redis.raw.set(keys.fence, '42');
-    await redis.raw.hset(keys.holder, 'token', 'tok', 'who', 'me', 'since', '1000');
-    const held = asSnapshot(await runScript(adapted, inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []));
-    expect(held).toMatchObject({ token: 'tok', fence: 42, queued: 0, holder: { who: 'me', since: 1000 } });
+    await redis.raw.set(keys.fence, '1795614530460300');
+    const held = asSnapshot(await runScript(adapted, inspectScript, [keys.lock, keys.fence, keys.queue], []));
+    // since: from the fence, a server clock reading in µs.
+    expect(held).toMatchObject({ token: 'tok', fence: 1795614530460300, queued: 0, since: 1795614530460 });
     expect(held.ttl).toBeGreaterThan(0);
   });
 
-  it("acquire.lua's busy replies parse: {0, pttl}, and {0, pttl, who} when asked and the holder recorded itself", async () => {
+  it("acquire.lua's busy replies parse: {0, pttl}, and {0, pttl, tag} when the holding token is tagged", async () => {
     const keys = lockKeys(uniquePrefix(), 'busy');
     const queue = { member: 'm:1', entryTtl: 3000 };
-    const busy = async (askHolder: boolean, queued = false) => {
-      const call = acquireCall(keys, 'other', 5000, queued ? queue : undefined, undefined, askHolder);
+    const busy = async (queued = false) => {
+      const call = acquireCall(keys, 'other', 5000, queued ? queue : undefined);
       return acquireReply(await runScript(adapted, acquireScript, call.keys, call.args), acquireScript);
     };
     await redis.raw.set(keys.lock, 'tok', 'PX', 10_000);
-    expect(await busy(true)).toEqual({ acquired: false, ttl: expect.any(Number) }); // no record
-    await redis.raw.hset(keys.holder, 'token', 'tok', 'who', 'worker "7"', 'since', '1000');
-    expect(await busy(true)).toEqual({ acquired: false, ttl: expect.any(Number), holder: 'worker "7"' });
-    expect(await busy(true, true)).toEqual({ acquired: false, ttl: expect.any(Number), holder: 'worker "7"' });
-    expect(await busy(false)).toEqual({ acquired: false, ttl: expect.any(Number) }); // not asked
-    await redis.raw.hset(keys.holder, 'token', 'an earlier lease');
-    expect(await busy(true, true)).toEqual({ acquired: false, ttl: expect.any(Number) });
+    expect(await busy()).toEqual({ acquired: false, ttl: expect.any(Number) }); // not a tagged token
+    await redis.raw.set(keys.lock, `c0ffee00${'7'.repeat(32)}`, 'PX', 10_000);
+    expect(await busy()).toEqual({ acquired: false, ttl: expect.any(Number), holderTag: 'c0ffee00' });
+    expect(await busy(true)).toEqual({ acquired: false, ttl: expect.any(Number), holderTag: 'c0ffee00' });
   });
 
   it('fenced-read.lua: nil when never written', async () => {

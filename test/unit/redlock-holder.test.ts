@@ -1,10 +1,10 @@
-/** Which holder a failed Redlock acquire names (issue 18): one that a majority of the nodes name, else none. */
+/** Which holder a failed Redlock acquire names (issues 18, 21): the tag a majority of the nodes name, else none. */
 import { describe, expect, it } from 'vitest';
 import type { AcquireReply } from '../../src/backend/backend.js';
 import type { Answer } from '../../src/backend/redlock-fan-out.js';
 import { namedHolder } from '../../src/backend/redlock-votes.js';
 
-const busy = (holder?: string): Answer<AcquireReply> => ({ ok: true, value: holder === undefined ? { acquired: false, ttl: 500 } : { acquired: false, ttl: 500, holder } });
+const busy = (holder?: string): Answer<AcquireReply> => ({ ok: true, value: holder === undefined ? { acquired: false, ttl: 500 } : { acquired: false, ttl: 500, holderTag: holder } });
 const won: Answer<AcquireReply> = { ok: true, value: { acquired: true, fence: 7 } };
 const failed: Answer<AcquireReply> = { ok: false, error: new Error('down') };
 

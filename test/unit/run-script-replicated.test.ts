@@ -29,7 +29,7 @@ function fakeClient(ids: ReadonlyArray<string | Error>, acks: number): ScriptCli
   };
 }
 
-const run = (client: ScriptClient): Promise<[unknown, number]> => runScriptReplicated(client, extendScript, ['k', 'h'], ['token', '1000'], 1, 100);
+const run = (client: ScriptClient): Promise<[unknown, number]> => runScriptReplicated(client, extendScript, ['k'], ['token', '1000'], 1, 100);
 
 describe('replica acknowledgement over a reconnect', () => {
   it('counts the WAIT when script and WAIT ran on one connection', async () => {
