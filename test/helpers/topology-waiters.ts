@@ -7,11 +7,12 @@
 import { Cluster } from 'ioredis';
 import { Cluster as Cluster5 } from 'ioredis5';
 import { createCluster } from 'redis';
+import { GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { createLocks, type Lease, type Locks } from '../../src/index.js';
 import type { LockKeys } from '../../src/keys.js';
 import type { ClusterNode, RedisCluster } from './redis-cluster.js';
 
-export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis';
+export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis' | 'glide';
 
 /** The bound on a wake-up after a release once the topology has settled, ms, and the slack a loaded 2-core machine gets on top. */
 export const WAKE_BOUND_MS = 50;
@@ -31,6 +32,16 @@ export async function clusterManager(
     cleanup.push(async () => {
       await locks.close();
       client.disconnect();
+    });
+    return locks;
+  }
+  if (kind === 'glide') {
+    GlideLogger.setLoggerConfig('error');
+    const client = await GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 });
+    const locks = createLocks({ ...settings, redis: client });
+    cleanup.push(async () => {
+      await locks.close();
+      client.close();
     });
     return locks;
   }

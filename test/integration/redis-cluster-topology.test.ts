@@ -52,7 +52,7 @@ function report(what: string, figures: Record<string, number>): void {
   console.info(`[topology] ${what}: ${Object.entries(figures).map(([k, v]) => `${k} ${v} ms`).join(', ')}`);
 }
 
-describe.each<ClusterClientName>(['ioredis', 'ioredis5', 'node-redis'])('Redis Cluster whose topology moves, through %s', (client) => {
+describe.each<ClusterClientName>(['ioredis', 'ioredis5', 'node-redis', 'glide'])('Redis Cluster whose topology moves, through %s', (client) => {
   /** The holder's manager, and `waiters` more whose recheck is {@link RECHECK}. */
   const managers = async (prefix: string, waiters: number): Promise<Locks[]> => {
     const all = [await clusterManager(cluster, client, cleanup, { prefix })];
