@@ -161,17 +161,15 @@ async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<Sub
     throw new UnsupportedError('Notified waiting through this GLIDE client', 'its class has no createClient(); use strategy: \'backoff\'');
   }
   const sub = await Client.createClient(subscriberConfig(client, callback));
-  const base = {
-    onMessage: (listener: (channel: string, message: string) => void) => {
-      messageListeners.push(listener);
-    },
-    // GLIDE resubscribes by itself after a reconnect and tells no one: on one server a grant
-    // published meanwhile is found by the waiter's periodic re-check (`recheck`) instead.
-    onReconnect: () => {},
+  const onMessage = (listener: (channel: string, message: string) => void): void => {
+    messageListeners.push(listener);
   };
   if (!cluster) {
     return {
-      ...base,
+      onMessage,
+      // GLIDE resubscribes by itself after a reconnect and tells no one: on one server a grant
+      // published meanwhile is found by the waiter's periodic re-check (`recheck`) instead.
+      onReconnect: () => {},
       subscribe: (channel) => sub.subscribe([channel], SUBSCRIBE_TIMEOUT),
       unsubscribe: (channel) => sub.unsubscribe([channel], SUBSCRIBE_TIMEOUT),
       close: async () => {
@@ -182,7 +180,7 @@ async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<Sub
       },
     };
   }
-  return { ...base, ...clusterSubscription(sub) };
+  return { onMessage, ...clusterSubscription(sub) };
 }
 
 /**
@@ -194,17 +192,21 @@ async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<Sub
  * slot map), and resubscribes by leaving and joining the channel: GLIDE ignores an SSUBSCRIBE to a
  * channel it believes it has, and sends a fresh one to the node its slot map names now.
  */
-function clusterSubscription(sub: GlideSubscriber): Omit<SubscriberConnection, 'onMessage' | 'onReconnect'> {
+function clusterSubscription(sub: GlideSubscriber): Omit<SubscriberConnection, 'onMessage'> {
   const join = (channel: string): Promise<void> => sub.ssubscribe!([channel], SUBSCRIBE_TIMEOUT);
   const leave = (channels: string[] | null, timeoutMs = SUBSCRIBE_TIMEOUT): Promise<void> => sub.sunsubscribe!(channels, timeoutMs);
   /** The channels latchkey's subscribes have confirmed and it has not left. */
   const held = new Set<string>();
   const topologyListeners: Array<() => void> = [];
+  const reconnectListeners: Array<() => void> = [];
   const watch = readsSubscriptions(sub)
     ? watchSubscriptions(
         sub,
         () => held,
-        () => {
+        (regained) => {
+          // A channel GLIDE had lost is back, perhaps by GLIDE's own doing before latchkey's
+          // probe saw it gone: a grant published meanwhile was lost, so every waiter looks again.
+          if (regained) for (const l of reconnectListeners) l();
           for (const l of topologyListeners) l();
         },
         (channel) => String(decoded(channel)),
@@ -219,6 +221,9 @@ function clusterSubscription(sub: GlideSubscriber): Omit<SubscriberConnection, '
     unsubscribe: (channel) => {
       held.delete(channel);
       return leave([channel]);
+    },
+    onReconnect: (listener) => {
+      reconnectListeners.push(listener);
     },
     onTopologyChange: (listener) => {
       topologyListeners.push(listener);

@@ -27,21 +27,22 @@ export function readsSubscriptions(client: object): client is SubscriptionsReade
 /**
  * Calls `changed` whenever the set of `held` channels missing from GLIDE's actual subscriptions
  * changes: when GLIDE loses one (a node gave up the slot, or its connection dropped) and when
- * GLIDE subscribes it again on its own (perhaps on a demoted master). Reads GLIDE's state every
- * `everyMs` while `held` is not empty; `wake()` restarts the reads after a channel is held again.
+ * GLIDE subscribes it again on its own (perhaps on a demoted master); `regained` is true when a
+ * channel found missing is back (a message published in between was lost). Reads GLIDE's state
+ * every `everyMs` while `held` is not empty; `wake()` restarts the reads after a channel is held.
  */
 export function watchSubscriptions(
   client: SubscriptionsReader,
   held: () => ReadonlySet<string>,
-  changed: () => void,
+  changed: (regained: boolean) => void,
   text: (value: unknown) => string,
   everyMs = GLIDE_WATCH_MS,
 ): { wake(): void; close(): void } {
   let timer: NodeJS.Timeout | undefined;
   let reading = false;
   let closed = false;
-  /** The channels found missing at the last read, joined. */
-  let missing = '';
+  /** The channels found missing at the last read. */
+  let missing = new Set<string>();
 
   const schedule = (): void => {
     if (closed || timer || reading || held().size === 0) return;
@@ -59,11 +60,11 @@ export function watchSubscriptions(
       const state = await client.getSubscriptions();
       const actual = new Set<string>();
       for (const channel of state.actualSubscriptions[SHARDED] ?? []) actual.add(text(channel));
-      const now = [...channels].filter((c) => !actual.has(c)).sort().join('\n');
-      if (now !== missing && !closed) {
-        missing = now;
-        changed();
-      }
+      const now = new Set([...channels].filter((c) => !actual.has(c)));
+      const regained = [...missing].some((c) => !now.has(c) && channels.has(c));
+      const lost = [...now].some((c) => !missing.has(c));
+      missing = now;
+      if ((lost || regained) && !closed) changed(regained);
     } catch {
       // A closed client, or GLIDE busy reconnecting: the next read (or the inbox's audit) sees it.
     } finally {
