@@ -4,9 +4,11 @@
  * WAKE_BOUND_MS of the release, not at its recheck (60 s here, so that a recheck cannot hide a
  * lost subscription); a release in the gap, before the waiter's inbox listens again, does not
  * drop it; a fair lock serves its waiters in arrival order across a failover. Fences increase
- * and no two holders overlap in each. On a 3-master cluster with one replica each, through
- * ioredis 6 and 5 and node-redis 6 cluster clients (ioredis 5 ignores the `sunsubscribe` push a
- * node sends when it loses a slot: without latchkey's own check its subscriptions stay lost).
+ * and no two holders overlap in each; three waiters released in a move's gap are each served. On
+ * a 3-master cluster with one replica each, through ioredis 6 and 5, node-redis 6 and Valkey GLIDE
+ * cluster clients (ioredis 5 ignores the `sunsubscribe` push a node sends when it loses a slot:
+ * without latchkey's own check its subscriptions stay lost; GLIDE resubscribes on the demoted
+ * master after a failover, and on GLIDE the resubscription must also be prompt: PROMPT_BOUND_MS).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { lockKeys, semaphoreKeys, type LockKeys } from '../../src/keys.js';
