@@ -1,4 +1,5 @@
 import { UnsupportedError } from '../errors.js';
+import { readsSubscriptions, watchSubscriptions } from './glide-subscriptions.js';
 import { hasMethods, QUIT_TIMEOUT, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /**
@@ -23,6 +24,7 @@ interface GlideSubscriber {
   unsubscribe(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  customCommand(args: string[]): Promise<unknown>;
   close(): void;
 }
 
@@ -83,8 +85,7 @@ export function glideAdapter(client: GlideLike): ScriptClient {
   return {
     driver: 'valkey-glide',
     cluster,
-    evalsha: (sha, keys, args) => command(['EVALSHA', sha, String(keys.length), ...keys, ...args]).catch(noScriptAsRedisSaysIt),
-    eval: (source, keys, args) => command(['EVAL', source, String(keys.length), ...keys, ...args]),
+    ...scriptsOn(command),
     waitReplicas: async (replicas, timeout) => Number(await command(['WAIT', String(replicas), String(timeout)])),
     // A cluster client would send these to any node, not the one a script went to: standalone only.
     ...(cluster
@@ -97,6 +98,14 @@ export function glideAdapter(client: GlideLike): ScriptClient {
     scan: (match) => (cluster ? clusterScan(client, match) : scanAll((cursor) => command(['SCAN', cursor, 'MATCH', match, 'COUNT', '1000']))),
     createSubscriber: () => glideSubscriber(client, cluster),
     close: async () => {}, // never the user's client
+  };
+}
+
+/** EVALSHA and EVAL sent with `customCommand` (a cluster client routes them by the first key). */
+function scriptsOn(command: (args: string[]) => Promise<unknown>): Pick<ScriptClient, 'evalsha' | 'eval'> {
+  return {
+    evalsha: (sha, keys, args) => command(['EVALSHA', sha, String(keys.length), ...keys, ...args]).catch(noScriptAsRedisSaysIt),
+    eval: (source, keys, args) => command(['EVAL', source, String(keys.length), ...keys, ...args]),
   };
 }
 
@@ -152,22 +161,82 @@ async function glideSubscriber(client: GlideLike, cluster: boolean): Promise<Sub
     throw new UnsupportedError('Notified waiting through this GLIDE client', 'its class has no createClient(); use strategy: \'backoff\'');
   }
   const sub = await Client.createClient(subscriberConfig(client, callback));
-  // Dynamic subscriptions (GLIDE 2.x): the subscriber starts with none and joins as it goes; on a
-  // cluster, sharded channels (SSUBSCRIBE), which GLIDE sends to the shard of each channel's slot.
-  const join = cluster ? sub.ssubscribe!.bind(sub) : sub.subscribe.bind(sub);
-  const leave = cluster ? sub.sunsubscribe!.bind(sub) : sub.unsubscribe.bind(sub);
+  const onMessage = (listener: (channel: string, message: string) => void): void => {
+    messageListeners.push(listener);
+  };
+  if (!cluster) {
+    return {
+      onMessage,
+      // GLIDE resubscribes by itself after a reconnect and tells no one: on one server a grant
+      // published meanwhile is found by the waiter's periodic re-check (`recheck`) instead.
+      onReconnect: () => {},
+      subscribe: (channel) => sub.subscribe([channel], SUBSCRIBE_TIMEOUT),
+      unsubscribe: (channel) => sub.unsubscribe([channel], SUBSCRIBE_TIMEOUT),
+      close: async () => {
+        // Emptied first: GLIDE's subscription synchronizer otherwise keeps trying to restore the
+        // channels of a closed client (logging an error each time) until the process exits.
+        await sub.unsubscribe(null, QUIT_TIMEOUT).catch(() => {});
+        sub.close();
+      },
+    };
+  }
+  return { onMessage, ...clusterSubscription(sub) };
+}
+
+/**
+ * Sharded channels on latchkey's GLIDE cluster subscriber: dynamic SSUBSCRIBE (GLIDE 2.x), which
+ * GLIDE sends to the shard of each channel's slot. GLIDE follows a moved slot on its own only
+ * partly (see glide-subscriptions.ts): after a failover it subscribes again on the demoted master.
+ * So the inbox is told when GLIDE's own state shows a channel lost or re-made
+ * (`onTopologyChange`), probes on this client (a MOVED reply to the probe refreshes this client's
+ * slot map), and resubscribes by leaving and joining the channel: GLIDE ignores an SSUBSCRIBE to a
+ * channel it believes it has, and sends a fresh one to the node its slot map names now.
+ */
+function clusterSubscription(sub: GlideSubscriber): Omit<SubscriberConnection, 'onMessage'> {
+  const join = (channel: string): Promise<void> => sub.ssubscribe!([channel], SUBSCRIBE_TIMEOUT);
+  const leave = (channels: string[] | null, timeoutMs = SUBSCRIBE_TIMEOUT): Promise<void> => sub.sunsubscribe!(channels, timeoutMs);
+  /** The channels latchkey's subscribes have confirmed and it has not left. */
+  const held = new Set<string>();
+  const topologyListeners: Array<() => void> = [];
+  const reconnectListeners: Array<() => void> = [];
+  const watch = readsSubscriptions(sub)
+    ? watchSubscriptions(
+        sub,
+        () => held,
+        (regained) => {
+          // A channel GLIDE had lost is back, perhaps by GLIDE's own doing before latchkey's
+          // probe saw it gone: a grant published meanwhile was lost, so every waiter looks again.
+          if (regained) for (const l of reconnectListeners) l();
+          for (const l of topologyListeners) l();
+        },
+        (channel) => String(decoded(channel)),
+      )
+    : undefined;
   return {
-    subscribe: (channel) => join([channel], SUBSCRIBE_TIMEOUT),
-    unsubscribe: (channel) => leave([channel], SUBSCRIBE_TIMEOUT),
-    onMessage: (listener) => {
-      messageListeners.push(listener);
+    subscribe: async (channel) => {
+      await join(channel);
+      held.add(channel);
+      watch?.wake();
     },
-    // GLIDE resubscribes by itself after a reconnect and tells no one: a grant published meanwhile
-    // is found by the waiter's periodic re-check (`recheck`) instead.
-    onReconnect: () => {},
+    unsubscribe: (channel) => {
+      held.delete(channel);
+      return leave([channel]);
+    },
+    onReconnect: (listener) => {
+      reconnectListeners.push(listener);
+    },
+    onTopologyChange: (listener) => {
+      topologyListeners.push(listener);
+    },
+    resubscribe: async (channel) => {
+      await leave([channel]);
+      await join(channel);
+    },
+    scripts: scriptsOn(async (args) => decoded(await sub.customCommand(args))),
     close: async () => {
-      // Emptied first: GLIDE's subscription synchronizer otherwise keeps trying to restore the
-      // channels of a closed client (logging an error each time) until the process exits.
+      watch?.close();
+      held.clear();
+      // Emptied first (see the standalone subscriber's close).
       await leave(null, QUIT_TIMEOUT).catch(() => {});
       sub.close();
     },

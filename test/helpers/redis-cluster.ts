@@ -147,6 +147,9 @@ function parseClusterNodes(text: string): NodeLine[] {
 }
 
 /** CLUSTER SLOTS: [[start, end, [host, port, id, ...], ...replicas], ...] */
+/** 4 × the nodes' `cluster-node-timeout` (1000 ms), and a little more: how long Redis keeps a replica's election state. */
+const ELECTION_RETRY_MS = 4200;
+
 type SlotsReply = Array<[number, number, [string, number, string, ...unknown[]], ...unknown[]]>;
 
 export class ClusterNode {
@@ -159,6 +162,8 @@ export class ClusterNode {
   #role: ClusterNodeRole = 'master';
   #servesSlots = false;
   #id = '';
+  /** When {@link RedisCluster.failover} last saw this node win an election (performance.now()). */
+  electedAt: number | undefined;
 
   /** @internal */
   constructor(port: number, args: readonly string[]) {
@@ -460,6 +465,12 @@ export class RedisCluster {
     const ownedRanges = await this.#rangesOf([master, replica]);
     const mode = options.mode ?? (master.answering ? 'default' : 'force');
     if ((await this.#roleReportedBy(replica)) !== 'master') {
+      // Redis 7.0 keeps a replica's election state for 4 node timeouts (auth_retry_time): asked
+      // to fail over again within that, a replica that won an election claims the win at once
+      // with its old epoch, loses the epoch collision and turns replica again ("Manual failover
+      // timed out"). Seen with a graceful failover 1.9 s after the same node's previous one.
+      const settled = (replica.electedAt ?? -Infinity) + ELECTION_RETRY_MS - performance.now();
+      if (settled > 0) await new Promise((resolve) => setTimeout(resolve, settled));
       const args = mode === 'default' ? ['CLUSTER', 'FAILOVER'] : ['CLUSTER', 'FAILOVER', mode.toUpperCase()];
       await replica.call(...args);
     }
@@ -480,6 +491,7 @@ export class RedisCluster {
       }
       return undefined;
     });
+    replica.electedAt = performance.now();
     await this.refreshTopology();
     return replica;
   }

@@ -7,15 +7,26 @@
 import { Cluster } from 'ioredis';
 import { Cluster as Cluster5 } from 'ioredis5';
 import { createCluster } from 'redis';
+import { GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { createLocks, type Lease, type Locks } from '../../src/index.js';
 import type { LockKeys } from '../../src/keys.js';
 import type { ClusterNode, RedisCluster } from './redis-cluster.js';
 
-export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis';
+export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis' | 'glide';
 
 /** The bound on a wake-up after a release once the topology has settled, ms, and the slack a loaded 2-core machine gets on top. */
 export const WAKE_BOUND_MS = 50;
 export const WAKE_SLACK_MS = 25;
+
+/**
+ * For the clients whose inbox learns of a move at once (GLIDE through latchkey's watch of its
+ * subscriptions, every 50 ms), the bound on how long after a move its channel is heard again on the
+ * slot's master, and on a wake-up after a release sent in that gap, ms. The watch, a probe, leaving
+ * and joining the channel and a probe again take 20–50 ms; 1000 leaves room for a loaded 2-core
+ * machine and stays well under what it would be without latchkey's watch: GLIDE's own
+ * resubscription (about 3 s, and after a failover on the demoted master) or the inbox's 5 s audit.
+ */
+export const PROMPT_BOUND_MS: Partial<Record<ClusterClientName, number>> = { glide: 1000 };
 
 /** A manager over a new client of the named kind; `cleanup` closes both. */
 export async function clusterManager(
@@ -31,6 +42,16 @@ export async function clusterManager(
     cleanup.push(async () => {
       await locks.close();
       client.disconnect();
+    });
+    return locks;
+  }
+  if (kind === 'glide') {
+    GlideLogger.setLoggerConfig('error');
+    const client = await GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 });
+    const locks = createLocks({ ...settings, redis: client });
+    cleanup.push(async () => {
+      await locks.close();
+      client.close();
     });
     return locks;
   }
