@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { AcquireReply, Backend } from '../backend/backend.js';
 import { undecided, type QuorumOutcome } from '../backend/quorum.js';
-import { isSlotRefusal } from '../client/script-client.js';
+import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
@@ -89,8 +89,13 @@ export class Waiter implements Listener, AttemptLimit {
   replied = false;
   /** The refusal of the last attempt, when Redis refused it for where its keys are (a Cluster slot that migrates); cleared by a reply. */
   refused: Error | undefined = undefined;
-  /** Attempts refused in a row. */
+  /** Attempts refused in a row (or ended by the client's own timeout). */
   refusals = 0;
+  /**
+   * The last attempt that the client's own timeout ended ({@link isClientTimeout}), if any: its
+   * outcome is unknown (it may have run, or run later), so the exit gives the token back.
+   */
+  timedOut: Error | undefined = undefined;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held, when the holder recorded itself: a timeout names it. */
@@ -141,7 +146,7 @@ export class Waiter implements Listener, AttemptLimit {
     if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts, undefined, this.heldBy);
     const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
     const { backend } = this.#context;
-    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.());
+    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.() ?? this.timedOut);
   }
 
   /** Calls `stop` with the signal's reason when the caller's signal aborts, until the exit. */
@@ -173,6 +178,16 @@ export class Waiter implements Listener, AttemptLimit {
    * or the client's "Too many Cluster redirections") ran nothing: it counts as busy, to be tried
    * again after a short backoff, and the wait goes on until its deadline (which then ends it with
    * that refusal): a migration never ends a wait early with a BackendError.
+   *
+   * So does an attempt that the client's own timeout ended ({@link isClientTimeout}: ioredis's
+   * `commandTimeout`, GLIDE's `requestTimeout`), on a Cluster client or one Redis alike. Its
+   * outcome is unknown, but the next attempt, with the same token, is the same request again:
+   * acquire.lua refreshes a lock that already holds the token and answers its fence, and a queue
+   * entry is written anew. So the wait goes on to latchkey's own deadline, as it would had the
+   * client no timeout (an attempt that Redis does not answer is ended there): the client's setting
+   * never ends a wait early (a refusal a short timeout hides, a slow reply), and a wait that never
+   * got a reply ends as one that Redis did not answer ({@link Waiter.noReply}). The exit gives the
+   * token back, which frees a lock that a timed-out attempt took (see {@link Waiter.exit}).
    */
   async attempt(probe = false): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
@@ -195,8 +210,10 @@ export class Waiter implements Listener, AttemptLimit {
       try {
         reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this, askHolder);
       } catch (error) {
-        if (!(error instanceof Error) || !isSlotRefusal(error)) throw error;
-        this.refused = error;
+        if (!(error instanceof Error) || this.stop) throw error;
+        if (isSlotRefusal(error)) this.refused = error;
+        else if (isClientTimeout(error)) this.timedOut = error;
+        else throw error;
         this.refusals++;
         return { reply: { acquired: false, ttl: -1, retryAfter: refusalDelay(this.refusals, tuning) }, sentAt, inboxWasListening: listening, refused: true };
       }
@@ -307,13 +324,17 @@ export class Waiter implements Listener, AttemptLimit {
       this.inboxJoined = false;
       inbox.leave(this.keys);
     }
-    if (!won && this.queuedRemotely) {
+    if (!won && (this.queuedRemotely || this.timedOut)) {
       // Sent after the attempts on the same connection: it runs after any of them still in flight.
+      // A timed-out attempt may have taken the lock (or do so yet): the token is given back
+      // whatever leave says. (A backend whose client may still send it later repeats the
+      // give-back once it no longer can: see late-acquires.ts.)
       const { keys, member, token } = this;
       const { leaving } = this.#context;
-      const cleanUp = backend
-        .leave(keys, member, token)
-        .then((granted) => (granted ? backend.release(keys, token) : undefined))
+      const left = this.queuedRemotely ? backend.leave(keys, member, token) : Promise.resolve(false);
+      const cleanUp = left
+        .then((granted) => (granted || this.timedOut ? backend.release(keys, token) : undefined))
+        .catch(() => (this.timedOut ? backend.release(keys, token) : undefined))
         .catch(() => {})
         .finally(() => leaving.delete(cleanUp));
       leaving.add(cleanUp);
@@ -380,7 +401,7 @@ export class Waiter implements Listener, AttemptLimit {
 
   /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
   #giveUp(outcome: QuorumOutcome | undefined): Error {
-    if (this.refused) return this.refused;
+    if (this.refused || !this.replied) return this.noReply(); // refused, or every attempt timed out in the client
     if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
     return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome, this.heldBy);
   }
