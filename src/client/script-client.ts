@@ -136,16 +136,26 @@ export function isSlotRefusal(error: unknown): boolean {
 
 /**
  * True when a command failed because the client's own timeout ended it, not because Redis answered:
- * ioredis's `commandTimeout` ("Command timed out") or Valkey GLIDE's `requestTimeout` (its
- * `TimeoutError`). Its outcome is unknown: the command may have run, may run later (it sits in the
+ * ioredis's `commandTimeout` ("Command timed out"), Valkey GLIDE's `requestTimeout` or
+ * node-redis 5/6's command `timeout` (a `TimeoutError` of each: GLIDE's names itself so, node-redis's
+ * only by its class, and its `CommandTimeoutDuringMaintenanceError` extends it). Its outcome is unknown: the command may have run, may run later (it sits in the
  * connection, or the client still retries it), or may never run. Read from the error or its causes
  * (latchkey's BackendError wraps it). Not an UnreachableError (latchkey's own bound).
  */
 export function isClientTimeout(error: unknown): boolean {
   if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    // (A DOMException "TimeoutError" is AbortSignal.timeout()'s: a caller's, not a client's.)
-    if (e.message === 'Command timed out' || (e.name === 'TimeoutError' && !(e instanceof DOMException))) return true;
+    if (e.message === 'Command timed out' || isTimeoutClass(e)) return true;
+  }
+  return false;
+}
+
+/** True when `e` is of a class named TimeoutError, or extends one; not a DOMException (AbortSignal.timeout()'s: a caller's, not a client's). */
+function isTimeoutClass(e: Error): boolean {
+  if (e instanceof DOMException) return false;
+  if (e.name === 'TimeoutError') return true;
+  for (let proto: unknown = Object.getPrototypeOf(e), depth = 0; proto && proto !== Error.prototype && depth < 5; proto = Object.getPrototypeOf(proto), depth++) {
+    if ((proto as { constructor?: { name?: unknown } }).constructor?.name === 'TimeoutError') return true;
   }
   return false;
 }

@@ -6,6 +6,8 @@
  * timed-out attempt is given back while it does, and a wait that ends without the lock gives its
  * token back, which frees a lock a timed-out attempt took.
  */
+import { TimeoutError as GlideTimeoutError } from '@valkey/valkey-glide';
+import { CommandTimeoutDuringMaintenanceError, ConnectionTimeoutError, TimeoutError as NodeRedisTimeoutError } from 'redis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Backend } from '../../src/backend/backend.js';
 import { isClientTimeout } from '../../src/client/script-client.js';
@@ -60,12 +62,13 @@ afterEach(async () => {
 });
 
 describe('isClientTimeout', () => {
-  it("knows ioredis's and GLIDE's timeouts, through latchkey's wrapping, and nothing else", () => {
-    class TimeoutError extends Error {} // GLIDE's: its `name` is the class's
-    Object.defineProperty(TimeoutError.prototype, 'name', { get: () => 'TimeoutError' });
+  it("knows ioredis's, GLIDE's and node-redis's timeouts, through latchkey's wrapping, and nothing else", () => {
     expect(isClientTimeout(new Error('Command timed out'))).toBe(true);
     expect(isClientTimeout(new BackendError('acquire', 'Command timed out', { cause: new Error('Command timed out') }))).toBe(true);
-    expect(isClientTimeout(new BackendError('acquire', 'x', { cause: new TimeoutError('Request timed out') }))).toBe(true);
+    expect(isClientTimeout(new BackendError('acquire', 'timed out', { cause: new GlideTimeoutError('timed out') }))).toBe(true);
+    expect(isClientTimeout(new BackendError('acquire', '', { cause: new NodeRedisTimeoutError() }))).toBe(true);
+    expect(isClientTimeout(new CommandTimeoutDuringMaintenanceError(100))).toBe(true);
+    expect(isClientTimeout(new ConnectionTimeoutError())).toBe(false);
     expect(isClientTimeout(new UnreachableError('acquire', 'an attempt', undefined, 10, new Error('Command timed out')))).toBe(false);
     expect(isClientTimeout(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))).toBe(false);
     expect(isClientTimeout(new Error('Connection is closed.'))).toBe(false);
