@@ -91,10 +91,7 @@ export class Waiter implements Listener, AttemptLimit {
   refused: Error | undefined = undefined;
   /** Attempts refused in a row (or ended by the client's own timeout). */
   refusals = 0;
-  /**
-   * The last attempt that the client's own timeout ended ({@link isClientTimeout}), if any: its
-   * outcome is unknown (it may have run, or run later), so the exit gives the token back.
-   */
+  /** The last attempt the client's own timeout ended ({@link isClientTimeout}): an unknown outcome, so the exit gives the token back. */
   timedOut: Error | undefined = undefined;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
@@ -179,15 +176,11 @@ export class Waiter implements Listener, AttemptLimit {
    * again after a short backoff, and the wait goes on until its deadline (which then ends it with
    * that refusal): a migration never ends a wait early with a BackendError.
    *
-   * So does an attempt that the client's own timeout ended ({@link isClientTimeout}: ioredis's
-   * `commandTimeout`, GLIDE's `requestTimeout`), on a Cluster client or one Redis alike. Its
-   * outcome is unknown, but the next attempt, with the same token, is the same request again:
-   * acquire.lua refreshes a lock that already holds the token and answers its fence, and a queue
-   * entry is written anew. So the wait goes on to latchkey's own deadline, as it would had the
-   * client no timeout (an attempt that Redis does not answer is ended there): the client's setting
-   * never ends a wait early (a refusal a short timeout hides, a slow reply), and a wait that never
-   * got a reply ends as one that Redis did not answer ({@link Waiter.noReply}). The exit gives the
-   * token back, which frees a lock that a timed-out attempt took (see {@link Waiter.exit}).
+   * So does one that the client's own timeout ended ({@link isClientTimeout}), on a Cluster or one
+   * Redis: its outcome is unknown, but the next attempt, with the same token, is the same request
+   * again (acquire.lua is idempotent per token). The wait ends at latchkey's deadline, as without
+   * the client's timeout ({@link Waiter.noReply}); the exit gives the token back (docs/safety.md,
+   * "When the client's own timeout ends an attempt").
    */
   async attempt(probe = false): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
@@ -326,15 +319,13 @@ export class Waiter implements Listener, AttemptLimit {
     }
     if (!won && (this.queuedRemotely || this.timedOut)) {
       // Sent after the attempts on the same connection: it runs after any of them still in flight.
-      // A timed-out attempt may have taken the lock (or do so yet): the token is given back
-      // whatever leave says. (A backend whose client may still send it later repeats the
-      // give-back once it no longer can: see late-acquires.ts.)
+      // A timed-out attempt may have taken the lock: then it is given back whatever leave says
+      // (repeated by the backend after the client's late sends: late-acquires.ts).
       const { keys, member, token } = this;
       const { leaving } = this.#context;
-      const left = this.queuedRemotely ? backend.leave(keys, member, token) : Promise.resolve(false);
+      const left = this.queuedRemotely ? backend.leave(keys, member, token).catch(() => false) : Promise.resolve(false);
       const cleanUp = left
         .then((granted) => (granted || this.timedOut ? backend.release(keys, token) : undefined))
-        .catch(() => (this.timedOut ? backend.release(keys, token) : undefined))
         .catch(() => {})
         .finally(() => leaving.delete(cleanUp));
       leaving.add(cleanUp);
