@@ -1,4 +1,4 @@
-import type { ScriptClient } from '../client/script-client.js';
+import { isClientTimeout, type ScriptClient } from '../client/script-client.js';
 import { BackendError, ReplicationError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import type { LuaScript } from '../lua/lua-script.js';
@@ -19,9 +19,10 @@ import {
   semaphoreReleaseScript,
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type HandOff, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { releaseOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
+import { LateAcquires } from './late-acquires.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
 
@@ -183,7 +184,62 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     client?.cluster ? [token, lockInboxPrefix(keys), '1'] : [token, inboxes],
   ];
 
-  return {
+  /** One acquire (acquire.lua, or semaphore-acquire.lua), with the WAIT of replica acknowledgement when asked. */
+  const acquireOn = async (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> => {
+    const sem = keys.semaphore;
+    const script = sem ? semaphoreAcquireScript : acquireScript;
+    let scriptKeys: readonly string[];
+    let args: readonly string[];
+    if (sem) {
+      scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
+      args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
+    } else {
+      ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue));
+    }
+    if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
+    const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
+    const outcome = acquireReply(reply, script);
+    if (!outcome.acquired) return outcome;
+    const replicated = acks >= replication.replicas;
+    if (!replicated && replication.shortfall === 'fail') {
+      await backend.release(keys, token).catch(() => {}); // else it expires by its TTL
+      throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout);
+    }
+    return { acquired: true, fence: outcome.fence, replicated };
+  };
+  /** A release: release.lua (or wake-release.lua, semaphore-release.lua), with the key-alone fallback on a Cluster. */
+  const releaseOn = (client: ScriptClient, keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply> => {
+    if (keys.semaphore) {
+      return runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]).then((released) => (asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone'));
+    }
+    // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
+    const [inboxAt, sharded] = publishArgs(client, keys);
+    const full = wake
+      ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
+      : runScript(
+          client,
+          releaseScript,
+          [keys.lock, keys.fence, keys.queue, keys.alive],
+          [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
+        ).then(parseRelease);
+    // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
+    // is then freed on its key alone.
+    return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
+  };
+  /** A waiter's leave of the queue (leave.lua, or semaphore-leave.lua): true when the lock holds its token. */
+  const leaveOn = async (keys: LockKeys, member: string, token: string): Promise<boolean> => {
+    if (keys.semaphore) {
+      const client = ready ?? (await connect());
+      const left = await runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, ...publishArgs(client, keys)]);
+      return asInteger(left, semaphoreLeaveScript) === 1;
+    }
+    const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
+    return asInteger(reply, leaveScript) === 1;
+  };
+  // Acquires that timed out in a client that may still send them (an ioredis Cluster's retries):
+  // a give-back of their token is repeated once they can no longer run (see late-acquires.ts).
+  const late = new LateAcquires();
+  const backend: RedisBackend = {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     server: options.server,
     lastError: () => ready?.lastError?.(),
@@ -194,28 +250,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry) {
       const client = ready ?? (await connect());
-      const sem = keys.semaphore;
-      const script = sem ? semaphoreAcquireScript : acquireScript;
-      let scriptKeys: readonly string[];
-      let args: readonly string[];
-      if (sem) {
-        scriptKeys = [keys.lock, keys.holder, keys.fence, keys.queue, keys.alive];
-        args = [token, String(ttl), RETENTION, String(sem.limit), String(sem.permits), queue?.member ?? '', String(queue?.entryTtl ?? 0), ...publishArgs(client, keys)];
-      } else {
-        ({ keys: scriptKeys, args } = acquireCall(keys, token, ttl, queue));
+      late.sending(token);
+      try {
+        return await acquireOn(client, keys, token, ttl, queue);
+      } catch (error) {
+        if (client.lateSends && isClientTimeout(error)) late.note(token, queue?.member, client.lateSends);
+        throw error;
       }
-      if (!replication) return acquireReply(await runScript(client, script, scriptKeys, args), script);
-      const [reply, acks] = await runScriptReplicated(client, script, scriptKeys, args, replication.replicas, replication.timeout);
-      const outcome = acquireReply(reply, script);
-      if (!outcome.acquired) return outcome;
-      const replicated = acks >= replication.replicas;
-      if (!replicated && replication.shortfall === 'fail') {
-        await this.release(keys, token).catch(() => {}); // else it expires by its TTL
-        throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout);
-      }
-      return { acquired: true, fence: outcome.fence, replicated };
     },
     async acquireAll(keys, token, ttl): Promise<MultiAcquireReply | undefined> {
+
       // With replica acknowledgement every lease goes through acquire's WAIT; on Cluster the
       // locks' keys are in different slots (each name is its own hash tag): one by one, then.
       if (replication) return undefined;
@@ -232,23 +276,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
       const client = ready ?? (await connect());
-      if (keys.semaphore) {
-        const released = await runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]);
-        return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
-      }
-      // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
-      const [inboxAt, sharded] = publishArgs(client, keys);
-      const full = wake
-        ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
-        : runScript(
-            client,
-            releaseScript,
-            [keys.lock, keys.fence, keys.queue, keys.alive],
-            [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
-          ).then(parseRelease);
-      // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
-      // is then freed on its key alone.
-      return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
+      const releasing = releaseOn(client, keys, token, handOff);
+      late.gaveBack(keys, token, backend); // once sent
+      return releasing;
     },
     async extend(keys, token, ttl) {
       const script = keys.semaphore ? semaphoreExtendScript : extendScript;
@@ -286,13 +316,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), counterTtl(ttl)]);
     },
     async leave(keys, member, token) {
-      if (keys.semaphore) {
-        const client = ready ?? (await connect());
-        const left = await runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, ...publishArgs(client, keys)]);
-        return asInteger(left, semaphoreLeaveScript) === 1;
-      }
-      const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
-      return asInteger(reply, leaveScript) === 1;
+      const leaving = leaveOn(keys, member, token);
+      late.gaveBack(keys, token, backend);
+      return leaving;
     },
     async fencedWrite(resource, value, fence) {
       return writeFenced(ready ?? (await connect()), resource, value, fence);
@@ -329,6 +355,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       await c?.close();
     },
   };
+  return backend;
 }
 
 /** The fences of the scripts (max(last + 1, TIME in µs)) are the server's clock when issued, in µs, unless the clock went back. */

@@ -44,6 +44,13 @@ interface PubSubMsg {
   channel: unknown;
 }
 
+/**
+ * How long a `GlideClusterClient` may be taken to still send a command after its `requestTimeout`
+ * failed it, ms. Its core retries a refused or redirected request (TRYAGAIN, MOVED) itself and
+ * does not say when it stops: latchkey assumes the order of ioredis's retries (16 × 100 ms).
+ */
+export const GLIDE_CLUSTER_LATE_SENDS = 2400;
+
 /** How long a SUBSCRIBE or UNSUBSCRIBE on latchkey's GLIDE subscriber may take before it rejects, ms. */
 const SUBSCRIBE_TIMEOUT = 5000;
 
@@ -85,6 +92,7 @@ export function glideAdapter(client: GlideLike): ScriptClient {
   return {
     driver: 'valkey-glide',
     cluster,
+    lateSends: cluster ? GLIDE_CLUSTER_LATE_SENDS : 0,
     ...scriptsOn(command),
     waitReplicas: async (replicas, timeout) => Number(await command(['WAIT', String(replicas), String(timeout)])),
     // A cluster client would send these to any node, not the one a script went to: standalone only.

@@ -28,6 +28,25 @@ export interface IoredisLike {
   nodes?(role: 'master'): IoredisLike[];
   /** On an ioredis `Cluster`: reads the slots again (CLUSTER SLOTS from one node). */
   refreshSlotsCache?(callback?: (error?: Error | null) => void): void;
+  /** Its options (a `Cluster`'s redirection settings: see {@link clusterLateSends}). */
+  options?: object;
+}
+
+/** What one resend of an ioredis Cluster costs besides its delay: a round trip to a live node, generously, ms. */
+const RESEND_TRIP = 50;
+
+/**
+ * How long an ioredis `Cluster` may still send a command after its `commandTimeout` failed it, ms.
+ * The timeout rejects the command's promise, but a retry already in the Cluster's delay queue (after
+ * TRYAGAIN, CLUSTERDOWN, a closed connection or a delayed MOVED) sends it again, and so on up to
+ * `maxRedirections` times: at most that many retries, each after the longest of those delays
+ * (ioredis 5 and 6 defaults: 16 × 100 ms).
+ */
+export function clusterLateSends(options: object | undefined): number {
+  const o = (options ?? {}) as Record<string, unknown>;
+  const num = (value: unknown, fallback: number): number => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : fallback);
+  const delay = Math.max(num(o.retryDelayOnTryAgain, 100), num(o.retryDelayOnClusterDown, 100), num(o.retryDelayOnFailover, 100), num(o.retryDelayOnMoved, 0));
+  return num(o.maxRedirections, 16) * (delay + RESEND_TRIP);
 }
 
 /**
@@ -56,6 +75,9 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
   return {
     driver: 'ioredis',
     cluster,
+    // One Redis: a command that timed out still runs ahead of those sent after it (one connection,
+    // in order, also when ioredis re-sends its unanswered commands after a reconnect).
+    lateSends: cluster ? clusterLateSends(client.options) : 0,
     // The keys and arguments go as the arrays they are: ioredis flattens them into its command
     // anyway, and a spread here would build one more array per command. The client never writes
     // to them, so a Redlock passes the same arrays to every node.

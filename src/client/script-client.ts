@@ -44,6 +44,14 @@ export interface ScriptClient {
    * from (connect ECONNREFUSED, say), for the cause of an UnreachableError. Optional.
    */
   lastError?(): Error | undefined;
+  /**
+   * How long after a command failed with the client's own timeout ({@link isClientTimeout}) the
+   * client may still send it again, ms: an ioredis Cluster goes on retrying a refused or redirected
+   * command (TRYAGAIN, MOVED, CLUSTERDOWN) from its delay queue after the command's promise timed
+   * out. Optional: 0 or absent when a command that timed out can only still run ahead of the
+   * commands sent after it on the same connection (one Redis).
+   */
+  readonly lateSends?: number;
   /** Close the connection: only for clients latchkey created itself (`{ url }`); a borrowed client is left open. */
   close(): Promise<void>;
 }
@@ -122,6 +130,32 @@ export function isSlotRefusal(error: unknown): boolean {
   if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
     if (/\bTRYAGAIN\b|Too many Cluster redirections/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * True when a command failed because the client's own timeout ended it, not because Redis answered:
+ * ioredis's `commandTimeout` ("Command timed out"), Valkey GLIDE's `requestTimeout` or
+ * node-redis 5/6's command `timeout` (a `TimeoutError` of each: GLIDE's names itself so, node-redis's
+ * only by its class, and its `CommandTimeoutDuringMaintenanceError` extends it). Its outcome is unknown: the command may have run, may run later (it sits in the
+ * connection, or the client still retries it), or may never run. Read from the error or its causes
+ * (latchkey's BackendError wraps it). Not an UnreachableError (latchkey's own bound).
+ */
+export function isClientTimeout(error: unknown): boolean {
+  if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e.message === 'Command timed out' || isTimeoutClass(e)) return true;
+  }
+  return false;
+}
+
+/** True when `e` is of a class named TimeoutError, or extends one; not a DOMException (AbortSignal.timeout()'s: a caller's, not a client's). */
+function isTimeoutClass(e: Error): boolean {
+  if (e instanceof DOMException) return false;
+  if (e.name === 'TimeoutError') return true;
+  for (let proto: unknown = Object.getPrototypeOf(e), depth = 0; proto && proto !== Error.prototype && depth < 5; proto = Object.getPrototypeOf(proto), depth++) {
+    if ((proto as { constructor?: { name?: unknown } }).constructor?.name === 'TimeoutError') return true;
   }
   return false;
 }

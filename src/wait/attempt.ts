@@ -1,6 +1,6 @@
 import type { AcquireReply, Backend, QueueEntry } from '../backend/backend.js';
 import { now } from '../clock.js';
-import { isSlotRefusal } from '../client/script-client.js';
+import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { settleBy } from '../deadlines.js';
 import { UnreachableError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
@@ -14,9 +14,11 @@ export interface AttemptLimit {
   noReply(): Error;
   /**
    * True when the caller tries again with the same token after an attempt refused for where its
-   * keys are ({@link isSlotRefusal}): such an attempt ran nothing, and a give-back sent after it
-   * could run after the next attempt won the lock (a client retrying it through a migration) and
-   * delete that lease. (A Waiter's attempts.)
+   * keys are ({@link isSlotRefusal}), or ended by the client's own timeout
+   * ({@link isClientTimeout}): the first ran nothing, the second ran at most what the next attempt
+   * does again (acquire.lua is idempotent for one token), and a give-back sent after either could
+   * run after the next attempt won the lock (a client retrying it through a migration) and delete
+   * that lease. The caller gives its token back when it leaves instead. (A Waiter's attempts.)
    */
   readonly retriesRefused?: boolean;
 }
@@ -44,7 +46,7 @@ export function attempt(
     backend.release(keys, token).catch(() => {});
   };
   const failed = (error: unknown): void => {
-    if (limit?.retriesRefused && isSlotRefusal(error)) return;
+    if (limit?.retriesRefused && (isSlotRefusal(error) || isClientTimeout(error))) return;
     giveBack(); // the reply may be what was lost
   };
   const acquiring = backend.acquire(keys, token, ttl, queue);

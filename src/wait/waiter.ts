@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { AcquireReply, Backend } from '../backend/backend.js';
 import { undecided, type QuorumOutcome } from '../backend/quorum.js';
-import { isSlotRefusal } from '../client/script-client.js';
+import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
 import { HolderSighting, type HolderNames } from '../holder-names.js';
@@ -92,8 +92,10 @@ export class Waiter implements Listener, AttemptLimit {
   replied = false;
   /** The refusal of the last attempt, when Redis refused it for where its keys are (a Cluster slot that migrates); cleared by a reply. */
   refused: Error | undefined = undefined;
-  /** Attempts refused in a row. */
+  /** Attempts refused in a row (or ended by the client's own timeout). */
   refusals = 0;
+  /** The last attempt the client's own timeout ended ({@link isClientTimeout}): an unknown outcome, so the exit gives the token back. */
+  timedOut: Error | undefined = undefined;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
@@ -144,7 +146,7 @@ export class Waiter implements Listener, AttemptLimit {
     if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts, undefined, this.heldBy);
     const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
     const { backend } = this.#context;
-    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.());
+    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.() ?? this.timedOut);
   }
 
   /** Calls `stop` with the signal's reason when the caller's signal aborts, until the exit. */
@@ -174,6 +176,12 @@ export class Waiter implements Listener, AttemptLimit {
    * or the client's "Too many Cluster redirections") ran nothing: it counts as busy, to be tried
    * again after a short backoff, and the wait goes on until its deadline (which then ends it with
    * that refusal): a migration never ends a wait early with a BackendError.
+   *
+   * So does one that the client's own timeout ended ({@link isClientTimeout}), on a Cluster or one
+   * Redis: its outcome is unknown, but the next attempt, with the same token, is the same request
+   * again (acquire.lua is idempotent per token). The wait ends at latchkey's deadline, as without
+   * the client's timeout ({@link Waiter.noReply}); the exit gives the token back (docs/safety.md,
+   * "When the client's own timeout ends an attempt").
    */
   async attempt(): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
@@ -195,8 +203,10 @@ export class Waiter implements Listener, AttemptLimit {
       try {
         reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
       } catch (error) {
-        if (!(error instanceof Error) || !isSlotRefusal(error)) throw error;
-        this.refused = error;
+        if (!(error instanceof Error) || this.stop) throw error;
+        if (isSlotRefusal(error)) this.refused = error;
+        else if (isClientTimeout(error)) this.timedOut = error;
+        else throw error;
         this.refusals++;
         return { reply: { acquired: false, ttl: -1, retryAfter: refusalDelay(this.refusals, tuning) }, sentAt, inboxWasListening: listening, refused: true };
       }
@@ -308,13 +318,15 @@ export class Waiter implements Listener, AttemptLimit {
       this.inboxJoined = false;
       inbox.leave(this.keys);
     }
-    if (!won && this.queuedRemotely) {
+    if (!won && (this.queuedRemotely || this.timedOut)) {
       // Sent after the attempts on the same connection: it runs after any of them still in flight.
+      // A timed-out attempt may have taken the lock: then it is given back whatever leave says
+      // (repeated by the backend after the client's late sends: late-acquires.ts).
       const { keys, member, token } = this;
       const { leaving } = this.#context;
-      const cleanUp = backend
-        .leave(keys, member, token)
-        .then((granted) => (granted ? backend.release(keys, token) : undefined))
+      const left = this.queuedRemotely ? backend.leave(keys, member, token).catch(() => false) : Promise.resolve(false);
+      const cleanUp = left
+        .then((granted) => (granted || this.timedOut ? backend.release(keys, token) : undefined))
         .catch(() => {})
         .finally(() => leaving.delete(cleanUp));
       leaving.add(cleanUp);
@@ -392,7 +404,7 @@ export class Waiter implements Listener, AttemptLimit {
 
   /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
   #giveUp(outcome: QuorumOutcome | undefined): Error {
-    if (this.refused) return this.refused;
+    if (this.refused || !this.replied) return this.noReply(); // refused, or every attempt timed out in the client
     if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
     return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome, this.heldBy);
   }

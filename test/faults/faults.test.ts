@@ -113,9 +113,11 @@ describe('fault suite, single Redis', () => {
     hung!.proxies[0]!.blackHole();
     bounded!.proxies[0]!.blackHole();
     const asked = await rig.history.waitFor((e) => e.p === 'hung' && e.ev === 'requested' && e.n === 1, 10_000, 'hung to ask again', cut);
-    // The bounded worker's next acquire fails (BackendError) within its wait plus slack...
+    // The bounded worker's next acquire fails within its wait plus slack: its attempts that the
+    // client's own timeout ended count as unanswered, tried again until latchkey's deadline, which
+    // reports Redis unreachable (a BackendError with code UNREACHABLE), as without the timeout...
     const failed = await rig.history.waitFor(of('bounded', 'failed'), 10_000, 'bounded to fail', cut);
-    expect(failed.code).toBe('BACKEND_ERROR');
+    expect(failed.code).toBe('UNREACHABLE');
     // ...and the other one's, with no command timeout, still ends at its wait: the attempt in
     // flight is bounded by the waiter's deadline, not by Redis answering.
     const outcome = await rig.history.waitFor((e) => e.p === 'hung' && e.n === 1 && (e.ev === 'failed' || e.ev === 'granted'), wait + SETTLE_SLACK + 100, 'hung to settle', asked.t);
