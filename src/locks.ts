@@ -10,7 +10,7 @@ import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
-import { runHolding, splitCallback } from './manager/run-holding.js';
+import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
 import { acquireAll, type MultiAcquireContext } from './multi-acquire.js';
 import type { MultiLease } from './multi-lease.js';
@@ -122,6 +122,7 @@ class LockManager implements Locks {
   }
 
   async withLock<T>(key: string, optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> {
+    refuseCallbackFirst(key, 'key', 'withLock(key, fn)', "the lock's name");
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
     if (!isReentrant(this.#ctx.settings, options)) return runHolding(await this.acquire(key, { renew: true, ...options }), fn);
     this.#assertOpen();
@@ -138,6 +139,7 @@ class LockManager implements Locks {
   }
 
   async withLocks<T>(keys: readonly string[], optionsOrFn: AcquireOptions | ((lease: MultiLease) => Promise<T> | T), maybeFn?: (lease: MultiLease) => Promise<T> | T): Promise<T> {
+    refuseCallbackFirst(keys, 'keys', 'withLocks(keys, fn)', "the array of the locks' names");
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the locks are held');
     // Renewed by default; a reentrant call opens a scope for each key it takes.
     const take = (o: AcquireOptions | undefined): Promise<MultiLease> => acquireAll(this.#multi(), keys, o, false, true) as Promise<MultiLease>;

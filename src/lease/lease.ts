@@ -48,6 +48,10 @@ export class Lease implements AsyncDisposable {
   /**
    * The fencing token: strictly greater than every earlier lease's on this lock. Send it with every
    * write to the protected resource, which must refuse a fence lower than the highest it has seen.
+   *
+   * A large number: microseconds since the epoch (the server's clock), e.g. `1795614530460300`,
+   * past a 32-bit `int`. Store it in a 64-bit column (SQL `BIGINT`, PostgreSQL `int8`), e.g.
+   * `fence BIGINT NOT NULL DEFAULT 0`; it is an exact JavaScript `number` (below 2^53 until 2255).
    */
   readonly fence: number;
   /** The TTL this lease was acquired with, in ms; `extend()` uses it by default. */
