@@ -110,6 +110,8 @@ export type LeaseLostReason =
   | 'gone'
   /** The lock key holds another owner's token: the lease expired and someone else took it. */
   | 'taken'
+  /** An operator broke it on purpose: `Locks.forceRelease` or `latchkey release --force` (one Redis; elsewhere such a loss reads `gone` or `taken`). */
+  | 'forced'
   /** Renewal could not reach the backend before the validity ran out. */
   | 'unreachable';
 
@@ -135,6 +137,7 @@ const LOST_TEXT: Record<LeaseLostReason, string> = {
   expired: 'its validity ran out before it was extended or released',
   gone: 'the lock key no longer exists (it expired or was deleted)',
   taken: 'the lock is now held by another owner (the lease expired and was taken)',
+  forced: 'an operator force-released it (Locks.forceRelease or `latchkey release --force`); the next waiter may hold it now',
   unreachable: 'the backend could not be reached to renew it before its validity ran out',
 };
 

@@ -26,6 +26,8 @@ import { InboxListener } from './wait/inbox-listener.js';
 
 /** How long `close()` waits for waits to end and leave the queue, ms. */
 const CLOSE_GRACE = 1000;
+/** How long a forced release's note for the broken holder outlives that lease's TTL left, ms. */
+const FORCED_NOTE_MS = 5000;
 
 /** Resolves when `promise` settles or `ms` have passed, whichever comes first; leaves no timer behind. */
 function within(ms: number, promise: Promise<unknown>): Promise<void> {
@@ -184,6 +186,9 @@ class LockManager implements Locks {
     for (let attempt = 0; attempt < 5; attempt++) {
       const snapshot = await backend.inspect(keys);
       if (snapshot.token === null) return null;
+      // A note for the holder, so that it reports a forced release rather than an expiry: it
+      // outlives the lease's own expiry (a lease past it counts itself expired anyway).
+      await backend.markForced?.(keys, snapshot.token, Math.max(snapshot.ttl, 0) + FORCED_NOTE_MS);
       const reply = await backend.release(keys, snapshot.token);
       if (reply === 'ok') return lockInfo(name, snapshot);
     }

@@ -11,6 +11,8 @@ import {
   raiseFenceScript,
   releaseScript,
   recordHolderScript,
+  markForcedScript,
+  forcedTokenScript,
   inspectScript,
   semaphoreAcquireScript,
   semaphoreExtendScript,
@@ -28,6 +30,8 @@ const RETENTION = String(FENCE_RETENTION);
 
 /** How long a lock's fence counter lives after a lease of `ttl` ms: the lease plus the retention, as PX. */
 const counterTtl = (ttl: number): string => String(ttl + FENCE_RETENTION);
+/** The note a forced release leaves for the holder it broke (mark-forced.lua), beside the lock key, in its slot. */
+const forcedKey = (keys: LockKeys): string => `${keys.lock}:forced`;
 
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
@@ -314,6 +318,13 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       if (keys.semaphore) return false; // permits are not described (yet)
       const reply = await runScript(ready ?? (await connect()), recordHolderScript, [keys.lock, keys.holder], [token, who]);
       return asInteger(reply, recordHolderScript) === 1;
+    },
+    async markForced(keys, token, ttl) {
+      await runScript(ready ?? (await connect()), markForcedScript, [keys.lock, forcedKey(keys)], [token, String(ttl)]);
+    },
+    async wasForced(keys, token) {
+      const reply = await runScript(ready ?? (await connect()), forcedTokenScript, [forcedKey(keys)], []);
+      return reply !== null && reply !== undefined && String(reply) === token;
     },
     async inspect(keys) {
       const reply = await runScript(ready ?? (await connect()), inspectScript, [keys.lock, keys.fence, keys.queue, keys.holder], []);

@@ -199,7 +199,11 @@ describe('latchkey status, list, release', () => {
     const forced = await latchkey(['release', '--force', 'cli:force']).done;
     expect(forced.code).toBe(0);
     expect(forced.stdout).toContain(`released "cli:force" by force (${hostname()} pid ${holder.child.pid}`);
-    expect((await holder.done).code).toBe(76);
+    const broken = await holder.done;
+    expect(broken.code).toBe(76);
+    // Told that an operator broke it, not that the key "expired or was deleted".
+    expect(broken.stderr).toContain('an operator force-released it');
+    expect(broken.stderr).not.toContain('expired or was deleted');
     expect((await latchkey(['release', '--force', 'cli:force']).done).code).toBe(3);
   });
 
