@@ -38,8 +38,9 @@ export class LockError extends Error {
 export class InvalidOptionError extends LockError {
   /** The option that was wrong (`ttl`, `wait`, `key`, `redis`, …). */
   readonly option: string;
-  constructor(option: string, expected: string, received: unknown) {
-    super('INVALID_OPTION', `Invalid option "${option}": expected ${expected}, got ${describe(received)}.`);
+  /** `got`, when given, says what was received instead of a description of `received`. */
+  constructor(option: string, expected: string, received: unknown, got?: string) {
+    super('INVALID_OPTION', `Invalid option "${option}": expected ${expected}, got ${got ?? describe(received)}.`);
     this.name = 'InvalidOptionError';
     this.option = option;
   }
@@ -52,9 +53,9 @@ export class InvalidOptionError extends LockError {
  */
 export class LockTimeoutError extends LockError {
   readonly key: string;
-  /** How long the caller waited, in milliseconds. */
+  /** How long the caller waited, in milliseconds, rounded to 0.1 ms. */
   readonly waited: number;
-  /** How many times the backend was asked. */
+  /** How many times the backend was asked (0 when the wait queued in memory behind callers of this manager). */
   readonly attempts: number;
   /** Redlock: how the nodes voted on the last attempt. */
   readonly outcome: QuorumOutcome | undefined;
@@ -66,19 +67,28 @@ export class LockTimeoutError extends LockError {
    * record was not seen: not written yet, or (over Redlock) not named by a majority of the nodes.
    */
   readonly holder: string | undefined;
-  constructor(key: string, waited: number, attempts: number, outcome?: QuorumOutcome, holder?: string) {
+  /** True when another lease of this same manager (this process) held the lock all along. */
+  readonly heldHere: boolean;
+  constructor(key: string, waited: number, attempts: number, outcome?: QuorumOutcome, holder?: string, heldHere = false) {
+    const by = heldHere
+      ? `another lease of this same manager (in this process${holder === undefined ? '' : `, recorded as ${JSON.stringify(holder)}`})`
+      : holder === undefined
+        ? 'another owner'
+        : JSON.stringify(holder);
+    const tried = attempts === 0 ? "waited in this manager's queue; Redis was not asked" : `${attempts} attempt${attempts === 1 ? '' : 's'}`;
     super(
       'LOCK_TIMEOUT',
-      `Timed out after ${Math.round(waited)} ms waiting for lock "${key}" (${attempts} attempt${attempts === 1 ? '' : 's'}); ` +
-        `it is still held by ${holder === undefined ? 'another owner' : JSON.stringify(holder)}. Raise \`wait\`, or use tryAcquire to fail at once.` +
+      `Timed out after ${Math.round(waited)} ms waiting for lock "${key}" (${tried}); ` +
+        `it is still held by ${by}. Raise \`wait\`, or use tryAcquire to fail at once.` +
         (outcome ? ` Last attempt: ${describeOutcome(outcome)}.` : ''),
     );
     this.name = 'LockTimeoutError';
     this.key = key;
-    this.waited = waited;
+    this.waited = roundMs(waited);
     this.attempts = attempts;
     this.outcome = outcome;
     this.holder = holder;
+    this.heldHere = heldHere;
   }
 }
 
@@ -100,6 +110,8 @@ export type LeaseLostReason =
   | 'gone'
   /** The lock key holds another owner's token: the lease expired and someone else took it. */
   | 'taken'
+  /** An operator broke it on purpose: `Locks.forceRelease` or `latchkey release --force` (one Redis; elsewhere such a loss reads `gone` or `taken`). */
+  | 'forced'
   /** Renewal could not reach the backend before the validity ran out. */
   | 'unreachable';
 
@@ -125,6 +137,7 @@ const LOST_TEXT: Record<LeaseLostReason, string> = {
   expired: 'its validity ran out before it was extended or released',
   gone: 'the lock key no longer exists (it expired or was deleted)',
   taken: 'the lock is now held by another owner (the lease expired and was taken)',
+  forced: 'an operator force-released it (Locks.forceRelease or `latchkey release --force`); the next waiter may hold it now',
   unreachable: 'the backend could not be reached to renew it before its validity ran out',
 };
 
@@ -157,7 +170,7 @@ export class BackendError extends LockError {
 export class UnreachableError extends BackendError {
   /** The server, as `host:port`, when known. */
   readonly server: string | undefined;
-  /** How long latchkey waited for a reply, ms. */
+  /** How long latchkey waited for a reply, ms, rounded to 0.1 ms. */
   readonly waited: number;
   constructor(operation: string, what: string, server: string | undefined, waited: number, cause?: unknown) {
     super(
@@ -169,7 +182,7 @@ export class UnreachableError extends BackendError {
     );
     this.name = 'UnreachableError';
     this.server = server;
-    this.waited = waited;
+    this.waited = roundMs(waited);
   }
 }
 
@@ -312,6 +325,11 @@ export class UpgradeDeadlockError extends LockError {
     this.name = 'UpgradeDeadlockError';
     this.key = key;
   }
+}
+
+/** A duration for a message or an error's field: milliseconds to one decimal (no float noise such as 300.5638410000001). */
+function roundMs(ms: number): number {
+  return Math.round(ms * 10) / 10;
 }
 
 function describe(value: unknown): string {

@@ -6,7 +6,7 @@ export type { Semaphore, SemaphoreOptions, PermitOptions } from './semaphore.js'
 export type { ReadWriteLock, ReadWriteLockOptions } from './read-write-lock.js';
 export type { FairLock, FairLockOptions } from './fair-lock.js';
 export { MAX_PERMITS } from './semaphore.js';
-export type { AcquireOptions, CloseOptions, LocksOptions, BackendOptions } from './options.js';
+export type { AcquireOptions, CloseOptions, LocksOptions, BackendOptions, RedisClientLike, IoredisClientLike, NodeRedisClientLike, GlideClientLike } from './options.js';
 export type {
   ObservabilityOptions,
   Logger,
@@ -51,4 +51,4 @@ export {
 } from './errors.js';
 export type { NodeVote, QuorumOutcome } from './backend/quorum.js';
 export type { LockErrorCode, LeaseLostReason } from './errors.js';
-export { MAX_TTL, MIN_TTL } from './validate.js';
+export { MAX_NAME_BYTES, MAX_TTL, MIN_TTL } from './validate.js';

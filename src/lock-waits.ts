@@ -83,7 +83,8 @@ export class LockWaits {
       if (waiter.state === 'queued' && wait < 2 ** 31) {
         // Queued behind callers of this process: the deadline ends the wait even while it waits in memory.
         waiter.timer = setTimeout(() => {
-          this.#stop(queue, waiter, new LockTimeoutError(keys.name, now() - started, waiter.attempts, undefined, this.#heldBy(queue, waiter)));
+          const timeout = new LockTimeoutError(keys.name, now() - started, waiter.attempts, undefined, this.#heldBy(queue, waiter), queue.holder !== undefined);
+          this.#stop(queue, waiter, timeout);
         }, Math.max(0, wait));
       }
     });

@@ -17,6 +17,11 @@ export interface Locks {
    * Waiters of one manager for one key are served first come, first served. With `reentrant`,
    * inside a `withLock` scope of this manager that holds `key` (same async context), resolves at
    * once to a reentrant handle on the scope's lease (see {@link LocksOptions.reentrant}).
+   *
+   * @param key - The lock's name, e.g. `"orders:42"`: a non-empty string of at most 1,024 bytes of
+   *   UTF-8 (`MAX_NAME_BYTES`), not starting with `}`. Each name leaves a small fence counter in
+   *   Redis (`<prefix>{<name>}:fence`) for 24 hours plus the TTL after its last acquire
+   *   (`FENCE_RETENTION`), however briefly it was held: see docs/operations.md, "Lock names".
    */
   acquire(key: string, options?: AcquireOptions): Promise<Lease>;
   /**
@@ -45,6 +50,8 @@ export interface Locks {
    *   });
    * }); // released here
    * ```
+   *
+   * @param key - The lock's name, first (at most 1,024 bytes of UTF-8; see {@link Locks.acquire}); the callback goes after it.
    */
   withLock<T>(key: string, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   withLock<T>(key: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
@@ -99,7 +106,7 @@ export interface Locks {
   /**
    * A counting semaphore named `name` with `limit` permits, shared with every manager on the
    * same backend and prefix. Each permit is a lease (TTL, fence, watchdog). Not over Redlock
-   * ({@link UnsupportedError}).
+   * ({@link UnsupportedError}). `name` follows the rules of a lock's name (see {@link Locks.acquire}).
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore;
   /**

@@ -10,7 +10,7 @@ import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
-import { runHolding, splitCallback } from './manager/run-holding.js';
+import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
 import { acquireAll, type MultiAcquireContext } from './multi-acquire.js';
 import type { MultiLease } from './multi-lease.js';
@@ -27,6 +27,8 @@ import { InboxListener } from './wait/inbox-listener.js';
 
 /** How long `close()` waits for waits to end and leave the queue, ms. */
 const CLOSE_GRACE = 1000;
+/** How long a forced release's note for the broken holder outlives that lease's TTL left, ms. */
+const FORCED_NOTE_MS = 5000;
 
 /** Resolves when `promise` settles or `ms` have passed, whichever comes first; leaves no timer behind. */
 function within(ms: number, promise: Promise<unknown>): Promise<void> {
@@ -128,6 +130,7 @@ class LockManager implements Locks {
   }
 
   async withLock<T>(key: string, optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> {
+    refuseCallbackFirst(key, 'key', 'withLock(key, fn)', "the lock's name");
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
     if (!isReentrant(this.#ctx.settings, options)) return runHolding(await this.acquire(key, { renew: true, ...options }), fn);
     this.#assertOpen();
@@ -144,6 +147,7 @@ class LockManager implements Locks {
   }
 
   async withLocks<T>(keys: readonly string[], optionsOrFn: AcquireOptions | ((lease: MultiLease) => Promise<T> | T), maybeFn?: (lease: MultiLease) => Promise<T> | T): Promise<T> {
+    refuseCallbackFirst(keys, 'keys', 'withLocks(keys, fn)', "the array of the locks' names");
     const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the locks are held');
     // Renewed by default; a reentrant call opens a scope for each key it takes.
     const take = (o: AcquireOptions | undefined): Promise<MultiLease> => acquireAll(this.#multi(), keys, o, false, true) as Promise<MultiLease>;
@@ -189,6 +193,9 @@ class LockManager implements Locks {
     for (let attempt = 0; attempt < 5; attempt++) {
       const snapshot = await backend.inspect(keys);
       if (snapshot.token === null) return null;
+      // A note for the holder, so that it reports a forced release rather than an expiry: it
+      // outlives the lease's own expiry (a lease past it counts itself expired anyway).
+      await backend.markForced?.(keys, snapshot.token, Math.max(snapshot.ttl, 0) + FORCED_NOTE_MS);
       const reply = await backend.release(keys, snapshot.token);
       if (reply === 'ok') return lockInfo(name, snapshot, await this.#ctx.holders.holderOf(snapshot));
     }

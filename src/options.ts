@@ -3,6 +3,33 @@ import type { RenewOptions } from './lease/watchdog.js';
 import type { ObservabilityOptions } from './observe/types.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
+/** Any function: the client types below only say which methods a client has. */
+type Method = (...args: never[]) => unknown;
+
+/** An ioredis (5 or 6) or iovalkey `Redis` or `Cluster`, as latchkey recognises it (structurally: no import of the package). */
+export interface IoredisClientLike {
+  evalsha: Method;
+  defineCommand: Method;
+  duplicate: Method;
+}
+
+/** A node-redis (5 or 6) client or cluster, as latchkey recognises it (structurally). */
+export interface NodeRedisClientLike {
+  evalSha: Method;
+  sendCommand: Method;
+  duplicate: Method;
+}
+
+/** A Valkey GLIDE `GlideClient` or `GlideClusterClient`, as latchkey recognises it (structurally). */
+export interface GlideClientLike {
+  customCommand: Method;
+  invokeScript: Method;
+  close: Method;
+}
+
+/** A Redis client latchkey can borrow: a URL string is not one (use the `url` option). */
+export type RedisClientLike = IoredisClientLike | NodeRedisClientLike | GlideClientLike;
+
 /** Where the locks live: exactly one of `redis`, `url`, `redlock` or `memory`; none means a private in-memory store. */
 export interface BackendOptions {
   /**
@@ -12,9 +39,9 @@ export interface BackendOptions {
    * latchkey borrows it: it sends scripts through it and never modifies or closes it. For waiting
    * it makes one subscriber connection with the client's own `duplicate()` (same TLS and ACL user);
    * for GLIDE, which has none, a client of the same class created from the client's configuration with
-   * latchkey's own pub/sub callback, closed by `locks.close()`.
+   * latchkey's own pub/sub callback, closed by `locks.close()`. A URL goes in `url`, not here.
    */
-  readonly redis?: unknown;
+  readonly redis?: RedisClientLike;
   /** A Redis URL (`redis://user:pass@host:6379/0`, `rediss://` for TLS). latchkey connects with the ioredis package installed beside it (else node-redis, `redis`) and closes the connection in `close()`. */
   readonly url?: string;
   /**
@@ -22,7 +49,7 @@ export interface BackendOptions {
    * node-redis, borrowed) or URLs (latchkey connects and closes them), one per master; an odd
    * number, usually 3 or 5. Every operation needs a majority of them. See docs/safety.md.
    */
-  readonly redlock?: readonly unknown[];
+  readonly redlock?: readonly (RedisClientLike | string)[];
   /**
    * Single Redis with replicas: run `WAIT replicas timeout` right behind every acquire (pipelined
    * on the same connection) so that a lease is only handed out once `replicas` replicas have

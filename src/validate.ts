@@ -5,9 +5,20 @@ export const MAX_TTL = 2 ** 31 - 1;
 /** The shortest TTL: below this the clock-drift allowance leaves no validity. */
 export const MIN_TTL = 10;
 
+/**
+ * The longest lock name, in bytes of UTF-8: far above any real name, and it keeps every key built
+ * from it (`<prefix>{<name>}:sem:permits` and the like) about a kilobyte. Each name leaves a fence
+ * counter in Redis for 24 hours after its last acquire, so unbounded names would cost unbounded memory.
+ */
+export const MAX_NAME_BYTES = 1024;
+
 export function checkKey(key: unknown, option = 'key'): string {
   if (typeof key !== 'string' || key.length === 0) {
     throw new InvalidOptionError(option, 'a non-empty string naming the lock, e.g. "orders:42"', key);
+  }
+  // A resource of fencedWrite is the caller's own key (no fence counter): only lock names are bounded.
+  if (option !== 'resource' && key.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(key, 'utf8') > MAX_NAME_BYTES) {
+    throw new InvalidOptionError(option, `a lock name of at most ${MAX_NAME_BYTES} bytes of UTF-8`, key, `a string of ${Buffer.byteLength(key, 'utf8')} bytes`);
   }
   if (option === 'key' && key.startsWith('}')) {
     // The lock's keys are `<prefix>{<name>}…`: a name starting with "}" makes an empty hash tag,

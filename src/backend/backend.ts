@@ -149,6 +149,13 @@ export interface Backend {
   /** The names of the locks that exist under `prefix` whose name matches the glob `pattern`. */
   lockNames(prefix: string, pattern: string): Promise<string[]>;
   /**
+   * Optional (one Redis): before a forced release, notes for `ttl` ms that the lease with `token`
+   * is being broken on purpose (mark-forced.lua), so that its holder can tell (see `wasForced`).
+   */
+  markForced?(keys: LockKeys, token: string, ttl: number): Promise<void>;
+  /** Optional, with `markForced`: whether the lease with `token` was broken by a forced release whose note still lives. */
+  wasForced?(keys: LockKeys, token: string): Promise<boolean>;
+  /**
    * Opens a manager's inbox: `listener(member, fence)` is called when a release granted the lock
    * to one of its waiters (fence 0: only woke it), and `listener(undefined)` after a reconnect
    * (messages may have been lost). Resolves once the connection is up.

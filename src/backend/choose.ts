@@ -21,7 +21,13 @@ export type EvictionWarning = (report: EvictionPolicyReport, node?: string) => v
 export function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEviction?: EvictionWarning): Backend {
   const given = (['redis', 'url', 'redlock', 'memory'] as const).filter((name) => o[name] !== undefined);
   if (given.length > 1) {
-    throw new InvalidOptionError(given.join(' and '), 'only one of "redis", "url", "redlock" or "memory"', `${given.length} of them`);
+    const names = given.map((name) => `"${name}"`);
+    throw new InvalidOptionError(
+      given.join(' and '),
+      'exactly one of "redis", "url", "redlock" or "memory" (or none, for a private in-memory store)',
+      given,
+      `${names.slice(0, -1).join(', ')} and ${names.at(-1)!} together: keep the one the locks should live on`,
+    );
   }
   if (o.nodeTimeout !== undefined && o.redlock === undefined) {
     throw new InvalidOptionError('nodeTimeout', 'to be given only with "redlock"', o.nodeTimeout);

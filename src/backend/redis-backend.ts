@@ -12,6 +12,8 @@ import {
   releaseScript,
   registerHolderScript,
   holderNameScript,
+  markForcedScript,
+  forcedTokenScript,
   inspectScript,
   semaphoreAcquireScript,
   semaphoreExtendScript,
@@ -30,6 +32,8 @@ const RETENTION = String(FENCE_RETENTION);
 
 /** How long a lock's fence counter lives after a lease of `ttl` ms: the lease plus the retention, as PX. */
 const counterTtl = (ttl: number): string => String(ttl + FENCE_RETENTION);
+/** The note a forced release leaves for the holder it broke (mark-forced.lua), beside the lock key, in its slot. */
+const forcedKey = (keys: LockKeys): string => `${keys.lock}:forced`;
 
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
@@ -332,6 +336,13 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     async lookupHolder(key) {
       const who = await runScript(ready ?? (await connect()), holderNameScript, [key], []);
       return typeof who === 'string' ? who : null;
+    },
+    async markForced(keys, token, ttl) {
+      await runScript(ready ?? (await connect()), markForcedScript, [keys.lock, forcedKey(keys)], [token, String(ttl)]);
+    },
+    async wasForced(keys, token) {
+      const reply = await runScript(ready ?? (await connect()), forcedTokenScript, [forcedKey(keys)], []);
+      return reply !== null && reply !== undefined && String(reply) === token;
     },
     async inspect(keys) {
       const reply = await runScript(ready ?? (await connect()), inspectScript, [keys.lock, keys.fence, keys.queue], []);

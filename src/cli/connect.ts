@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { createLocks, type Locks } from '../index.js';
+import { createLocks, type Locks, type RedisClientLike } from '../index.js';
 import { loadDriver, type CliClient, type CliDriver } from './driver.js';
 import { CliError, EXIT } from './exit-codes.js';
 
@@ -86,7 +86,7 @@ export async function connect(options: ConnectionOptions, extra: { ttl?: number 
     where = describeUrl(url);
   }
   const locks = createLocks({
-    ...(clients.length === 1 ? { redis: clients[0]!.client } : { redlock: clients.map((c) => c.client) }),
+    ...(clients.length === 1 ? { redis: clients[0]!.client as RedisClientLike } : { redlock: clients.map((c) => c.client as RedisClientLike) }),
     ...(prefix === undefined ? {} : { prefix }),
     ...(extra.ttl === undefined ? {} : { ttl: extra.ttl }),
     holder: HOLDER,

@@ -59,9 +59,16 @@ async function acquire(locks: Awaited<ReturnType<typeof connect>>['locks'], key:
   // No line for a lock that is free or comes within a moment: it would only flicker.
   let status: { stop(): void } | undefined;
   const later = options.wait > 0 ? setTimeout(() => (status = showWaiting(locks, key, started)), 200) : undefined;
+  // Erases the status line before anything else is printed (Ctrl-C, a timeout): it must not stay on screen.
+  const endStatus = (): void => {
+    clearTimeout(later);
+    status?.stop();
+    status = undefined;
+  };
   try {
     return await locks.acquire(key, { wait: options.wait, signal, renew: true, ttl: options.ttl });
   } catch (error) {
+    endStatus();
     if (signal.aborted) {
       say(`interrupted (${String(signal.reason)}) while waiting for "${key}"`);
       const number = constants.signals[signal.reason as NodeJS.Signals];
@@ -75,8 +82,7 @@ async function acquire(locks: Awaited<ReturnType<typeof connect>>['locks'], key:
     }
     throw error;
   } finally {
-    clearTimeout(later);
-    status?.stop();
+    endStatus();
   }
 }
 

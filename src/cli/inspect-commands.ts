@@ -6,9 +6,13 @@ import { formatDuration } from './duration.js';
 import { CliError, EXIT } from './exit-codes.js';
 import { describeHolder } from './waiting-status.js';
 
-/** A lock as `--json` prints it: LockInfo, plus how long it has been held (ms), when recorded. */
+/**
+ * A lock as `--json` prints it: LockInfo with its `name` as `key` (the table's word), plus how long
+ * it has been held (ms), when recorded.
+ */
 function asJson(info: LockInfo, now: number): Record<string, unknown> {
-  return { ...info, heldFor: info.holder?.since != null ? Math.max(0, now - info.holder.since) : null };
+  const { name, ...rest } = info;
+  return { key: name, ...rest, heldFor: info.holder?.since != null ? Math.max(0, now - info.holder.since) : null };
 }
 
 /** The table of `list` and `watch`. */

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { Command, CommanderError, Option } from 'commander';
-import { LockError } from '../index.js';
+import { LockError, MIN_TTL } from '../index.js';
 import { DEFAULT_URL, type ConnectionOptions } from './connect.js';
 import { parseDuration } from './duration.js';
 import { exec } from './exec.js';
@@ -49,6 +49,8 @@ export function program(done: (code: number) => void): Command {
     .addHelpText('after', EXIT_CODES_HELP)
     .exitOverride();
 
+  // --wait and --no-wait set one value (the last one given wins): both at once is a contradiction, refused.
+  const waitFlags = new Set<string>();
   withConnection(
     root
       .command('exec')
@@ -62,9 +64,13 @@ export function program(done: (code: number) => void): Command {
       .option('--no-wait', 'fail at once if the lock is busy')
       .addOption(new Option('--conflict-exit-code <n>', 'exit code when the lock stays busy').default(EXIT.CONFLICT).argParser(exitCode))
       .addOption(new Option('--kill-after <duration>', 'when the lease is lost: SIGTERM, then SIGKILL after this').default(10_000, '10s').argParser(duration('--kill-after')))
-      .addHelpText('after', '\nThe command gets LATCHKEY_FENCE (the lease\'s fencing token) and LATCHKEY_KEY in its environment.'),
+      .addHelpText('after', '\nThe command gets LATCHKEY_FENCE (the lease\'s fencing token) and LATCHKEY_KEY in its environment.')
+      .on('option:wait', () => waitFlags.add('--wait'))
+      .on('option:no-wait', () => waitFlags.add('--no-wait')),
   ).action(async (key: string, command: string[], o: ConnectionOptions & { ttl: number; wait?: number | boolean; conflictExitCode: number; killAfter: number }) => {
-    if (o.ttl < 1000) throw new CliError(`--ttl: at least 1s (renewal needs time to work), got ${o.ttl}ms`, EXIT.USAGE);
+    if (waitFlags.size > 1) throw new CliError('--wait and --no-wait contradict each other: give one (--no-wait is --wait 0)', EXIT.USAGE);
+    // The library's own rule (MIN_TTL): one minimum for both.
+    if (o.ttl < MIN_TTL) throw new CliError(`--ttl: at least ${MIN_TTL}ms, got ${o.ttl}ms`, EXIT.USAGE);
     const wait = o.wait === false ? 0 : typeof o.wait === 'number' ? o.wait : Infinity;
     // passThroughOptions keeps the `--` that ends latchkey's options.
     const argv = command[0] === '--' ? command.slice(1) : command;

@@ -9,6 +9,9 @@ const EXPECTED_CLIENT =
 
 /** Wraps a client the user already has; it is borrowed and never modified or closed. */
 export function adaptClient(client: unknown, option = 'redis'): ScriptClient {
+  if (typeof client === 'string' && option === 'redis') {
+    throw new InvalidOptionError(option, `${EXPECTED_CLIENT}; for a URL, use the "url" option instead: createLocks({ url: 'redis://…' })`, client, 'a string (not shown: a URL may hold a password)');
+  }
   if (isIoredis(client)) return ioredisAdapter(client, false);
   if (isNodeRedis(client)) return nodeRedisAdapter(client, false);
   if (isGlide(client)) return glideAdapter(client);

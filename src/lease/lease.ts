@@ -52,6 +52,10 @@ export class Lease implements AsyncDisposable {
   /**
    * The fencing token: strictly greater than every earlier lease's on this lock. Send it with every
    * write to the protected resource, which must refuse a fence lower than the highest it has seen.
+   *
+   * A large number: microseconds since the epoch (the server's clock), e.g. `1795614530460300`,
+   * past a 32-bit `int`. Store it in a 64-bit column (SQL `BIGINT`, PostgreSQL `int8`), e.g.
+   * `fence BIGINT NOT NULL DEFAULT 0`; it is an exact JavaScript `number` (below 2^53 until 2255).
    */
   readonly fence: number;
   /** The TTL this lease was acquired with, in ms; `extend()` uses it by default. */
@@ -206,7 +210,7 @@ export class Lease implements AsyncDisposable {
       const reply = await this.#withinValidity(this.#context.backend.extend(this.#keys, this.#token, ttl), 'extend', (late) => {
         if (late === 'ok') void this.#giveBack();
       });
-      this.#afterOwnershipReply(reply);
+      if (reply !== 'ok') await this.#lostBy(reply);
       this.#noticeExpiry();
       // Extended in the backend, but the lease counts as lost (its validity ran out before the
       // reply, or it was declared lost meanwhile): the key holds our token for a new TTL.
@@ -249,7 +253,7 @@ export class Lease implements AsyncDisposable {
         this.#releasing = undefined; // a later call may try again
         throw error;
       }
-      this.#afterOwnershipReply(reply);
+      if (reply !== 'ok') await this.#lostBy(reply);
       if (this.#lostError) throw this.#lostError;
       this.#end('released', () => new LeaseReleasedError(this.key));
     })();
@@ -350,8 +354,16 @@ export class Lease implements AsyncDisposable {
     await this.#context.backend.release(this.#keys, this.#token).catch(() => {});
   }
 
-  #afterOwnershipReply(reply: OwnershipReply): void {
-    if (reply !== 'ok') this.#lose(this.#lossFor(reply));
+  /**
+   * Loses the lease the backend found gone or taken: as `forced` when an operator's forced release
+   * left a note for this token (one Redis: see Backend.markForced), else as the backend said. The
+   * note is looked up for GIVE_BACK_WAIT ms at most: a loss is never held up by it.
+   */
+  async #lostBy(reply: 'gone' | 'taken'): Promise<void> {
+    const backend = this.#context.backend;
+    const look = backend.wasForced?.(this.#keys, this.#token);
+    const forced = look ? await settleBy(look, now() + GIVE_BACK_WAIT, () => new Error('no reply')).catch(() => false) : false;
+    this.#lose(this.#lossFor(forced ? 'forced' : reply));
   }
 
   #lossFor(reason: LeaseLostReason, cause?: unknown): LeaseLostError {

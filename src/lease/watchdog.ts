@@ -3,7 +3,11 @@ import { LeaseLostError } from '../errors.js';
 
 /** Options of the watchdog that keeps a lease alive while work runs. */
 export interface RenewOptions {
-  /** Renew every this many ms. Default: a third of the lease's TTL. */
+  /**
+   * Renew every this many ms. Default: a third of the lease's TTL. Must be below the lease's
+   * validity (its TTL minus the clock-drift allowance, `ttl * driftFactor + 2` ms): a longer
+   * interval could not renew before the lease expires and is refused (`INVALID_OPTION`).
+   */
   readonly every?: number;
   /** Stop renewing once the lease has been held this long (ms); it then expires by its TTL. Default: no cap. */
   readonly maxHold?: number;

@@ -9,6 +9,13 @@ export function splitCallback<A, F extends (...args: never[]) => unknown>(option
   return { options: typeof optionsOrFn === 'function' ? undefined : (optionsOrFn as Exclude<A, F>), fn };
 }
 
+/** Refuses a callback given where the lock's name goes (`withLock(async () => …)`), before the missing callback is blamed. */
+export function refuseCallbackFirst(first: unknown, option: string, call: string, what: string): void {
+  if (typeof first === 'function') {
+    throw new InvalidOptionError(option, `${what} first: ${call} takes it first and the function after it`, first, 'a function in its place');
+  }
+}
+
 /**
  * Runs `fn(lease)`, then releases the lease: its loss is reported even when `fn` succeeded. When
  * `fn` threw and the release failed too, both are reported (LockSuppressedError), unless `fn`

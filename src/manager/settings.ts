@@ -1,10 +1,11 @@
 import { processDescription } from '../holder-names.js';
+import { driftFor } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { DEFAULT_PREFIX } from '../keys.js';
 import type { RenewOptions } from '../lease/watchdog.js';
 import type { AcquireOptions, LocksOptions } from '../options.js';
 import { checkStrategy, DEFAULT_TUNING, type WaitStrategyName, type WaitTuning } from '../wait/strategy.js';
-import { checkFraction, checkOptions, checkPrefix, checkSignal, checkTtl, checkWait } from '../validate.js';
+import { checkFraction, checkOptions, checkPrefix, checkSignal, checkTtl, checkWait, MIN_TTL } from '../validate.js';
 
 /** A manager's settings: its options, checked, with the defaults filled in. */
 export interface Settings {
@@ -57,12 +58,13 @@ export interface CallSettings {
 
 /** A call's settings (`once`: it does not wait). */
 export function callSettings(settings: Settings, o: Partial<AcquireOptions>, once: boolean): CallSettings {
+  const ttl = o.ttl === undefined ? settings.ttl : checkTtl(o.ttl);
   return {
-    ttl: o.ttl === undefined ? settings.ttl : checkTtl(o.ttl),
+    ttl,
     wait: once ? 0 : o.wait === undefined ? settings.wait : checkWait(o.wait),
     signal: checkSignal(o.signal),
     strategy: o.strategy === undefined ? settings.strategy : checkStrategy(o.strategy),
-    renew: checkRenew(o.renew),
+    renew: checkRenew(o.renew, ttl, settings.driftFactor),
   };
 }
 
@@ -84,14 +86,34 @@ export function checkCount(value: unknown, option: string, min: number, expected
   return value;
 }
 
-export function checkRenew(value: unknown): RenewOptions | undefined {
+/**
+ * Checks renew options; with the lease's `ttl` (and the manager's driftFactor), also that `every`
+ * can renew the lease before its validity runs out: below `ttl` minus the clock-drift allowance.
+ */
+export function checkRenew(value: unknown, ttl?: number, driftFactor = 0): RenewOptions | undefined {
   if (value === undefined || value === false) return undefined;
   if (value === true) return {};
   const o = checkOptions<RenewOptions>(value, ['every', 'maxHold'], 'renew');
   const renew: { every?: number; maxHold?: number } = {};
-  if (o.every !== undefined) renew.every = checkTtl(o.every, 'renew.every');
+  if (o.every !== undefined) renew.every = checkEvery(o.every, ttl, driftFactor);
   if (o.maxHold !== undefined) renew.maxHold = checkTtl(o.maxHold, 'renew.maxHold');
   return renew;
+}
+
+/** `renew.every`: a TTL-like number of ms, and shorter than the lease's validity (the watchdog never renews a lease past it). */
+function checkEvery(every: unknown, ttl: number | undefined, driftFactor: number): number {
+  const checked = checkTtl(every, 'renew.every');
+  if (ttl === undefined) return checked;
+  const drift = driftFor(ttl, driftFactor);
+  const validity = ttl - drift;
+  if (checked < validity) return checked;
+  const range = validity - 1 >= MIN_TTL ? `from ${MIN_TTL} to ${validity - 1}` : `of at least ${MIN_TTL} (none fits: raise ttl)`;
+  throw new InvalidOptionError(
+    'renew.every',
+    `an integer number of milliseconds ${range}, shorter than the lease's validity (ttl ${ttl} ms minus the ${drift} ms clock-drift allowance) ` +
+      'so that it renews the lease before it expires; leave it out to renew every third of the ttl',
+    every,
+  );
 }
 
 function checkHolder(value: unknown): string | undefined {

@@ -158,8 +158,11 @@ describe('latchkey status, list, release', () => {
     await Promise.all([a.printed('ready'), b.printed('ready')]);
     const listed = await latchkey(['list', 'cli:list:*', '--json']).done;
     expect(listed.code).toBe(0);
-    const rows = JSON.parse(listed.stdout) as Array<{ name: string; held: boolean; holder: { who: string } | null; ttl: number; fence: number }>;
-    expect(rows.map((r) => [r.name, r.holder?.who])).toEqual([
+    const rows = JSON.parse(listed.stdout) as Array<{ key: string; held: boolean; holder: { who: string } | null; ttl: number; fence: number }>;
+    // `key`, as the table's column says, in list and status alike.
+    expect(rows.every((r) => !('name' in r))).toBe(true);
+    expect(JSON.parse((await latchkey(['status', 'cli:list:a', '--json']).done).stdout)).toMatchObject({ key: 'cli:list:a', held: true });
+    expect(rows.map((r) => [r.key, r.holder?.who])).toEqual([
       ['cli:list:a', `${hostname()} pid ${a.child.pid}`],
       ['cli:list:b', `${hostname()} pid ${b.child.pid}`],
     ]);
@@ -196,7 +199,11 @@ describe('latchkey status, list, release', () => {
     const forced = await latchkey(['release', '--force', 'cli:force']).done;
     expect(forced.code).toBe(0);
     expect(forced.stdout).toContain(`released "cli:force" by force (${hostname()} pid ${holder.child.pid}`);
-    expect((await holder.done).code).toBe(76);
+    const broken = await holder.done;
+    expect(broken.code).toBe(76);
+    // Told that an operator broke it, not that the key "expired or was deleted".
+    expect(broken.stderr).toContain('an operator force-released it');
+    expect(broken.stderr).not.toContain('expired or was deleted');
     expect((await latchkey(['release', '--force', 'cli:force']).done).code).toBe(3);
   });
 
@@ -210,6 +217,23 @@ describe('latchkey status, list, release', () => {
     const secret = await latchkey(['status', 'x', '--url', 'http://user:hunter2@127.0.0.1:1']).done;
     expect(secret.code).toBe(64);
     expect(secret.stderr).not.toContain('hunter2');
+    const http = await latchkey(['exec', '--url', 'http://x', 'x', '--', 'true']).done;
+    expect(http.code).toBe(64);
+    expect(http.stderr).toMatch(/^latchkey: --url: http:\/\/x.* is not a redis:\/\/ or rediss:\/\/ URL\n$/);
+  });
+
+  it('refuses --wait with --no-wait, in either order, and a --ttl below the library\'s 10 ms', async () => {
+    for (const flags of [['--wait', '5m', '--no-wait'], ['--no-wait', '--wait', '5m']]) {
+      const both = await latchkey(['exec', ...flags, 'x', '--', 'true']).done;
+      expect(both.code).toBe(64);
+      expect(both.stderr).toBe('latchkey: --wait and --no-wait contradict each other: give one (--no-wait is --wait 0)\n');
+    }
+    const short = await latchkey(['exec', '--ttl', '9ms', 'x', '--', 'true']).done;
+    expect(short.code).toBe(64);
+    expect(short.stderr).toBe('latchkey: --ttl: at least 10ms, got 9ms\n');
+    // The library's minimum is the command's: 500 ms (refused before: the command asked for 1 s) is taken.
+    const quick = await latchkey(['exec', '--ttl', '500ms', 'cli:short-ttl', '--', 'true']).done;
+    expect(quick.code).toBe(0);
   });
 });
 
@@ -298,6 +322,31 @@ describe('latchkey exec in a terminal', () => {
       expect(after).not.toContain('waiting for'); // the status line was erased
     } finally {
       tmux('kill-server');
+    }
+  });
+
+  it('erases the status line when Ctrl-C ends the wait', async () => {
+    const holder = latchkey(['exec', 'cli:tty-int', ...sh('echo ready; exec sleep 30')]);
+    await holder.printed('ready');
+    const socket = `latchkey-test-int-${process.pid}`;
+    const tmux = (...args: string[]): string => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+    const command = `REDIS_URL=${url} ${process.execPath} ${CLI} exec cli:tty-int -- true; echo "exited $?"; sleep 30`;
+    // remain-on-exit: should the shell die of the Ctrl-C too, its pane stays to be looked at.
+    tmux('new-session', '-d', '-x', '160', '-y', '10', command, ';', 'set-window-option', 'remain-on-exit', 'on');
+    try {
+      const screen = (): string => tmux('capture-pane', '-p');
+      const end = Date.now() + 10_000;
+      while (!/waited \d+s/.test(screen()) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+      expect(screen()).toContain('latchkey: waiting for "cli:tty-int"');
+      tmux('send-keys', 'C-c');
+      while (!/exited \d+|Pane is dead/.test(screen()) && Date.now() < end + 5000) await new Promise((r) => setTimeout(r, 100));
+      const after = screen();
+      expect(after).toContain('latchkey: interrupted (SIGINT) while waiting for "cli:tty-int"');
+      expect(after).not.toContain('waiting for "cli:tty-int":'); // the status line was erased
+    } finally {
+      tmux('kill-server');
+      holder.child.kill('SIGTERM');
+      await holder.done;
     }
   });
 });

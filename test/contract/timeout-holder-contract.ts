@@ -74,7 +74,10 @@ export function timeoutHolderContract(c: TimeoutHolderContext): void {
       const held = await l.acquire('mine', { ttl: 10_000 });
       const error = await timeout(l.acquire('mine', { wait: 100 }));
       expect(error.holder).toBe(WHO);
-      expect(error.message).toContain(`held by "${WHO}"`);
+      expect(error.heldHere).toBe(true);
+      // Said to be this manager's own lease, and not "0 attempts": the wait never asked Redis.
+      expect(error.message).toContain(`held by another lease of this same manager (in this process, recorded as "${WHO}")`);
+      expect(error.message).not.toMatch(/0 attempts/);
       await held.release();
     });
 
@@ -91,7 +94,8 @@ export function timeoutHolderContract(c: TimeoutHolderContext): void {
       // Nor on the same manager.
       const error = await timeout(a.acquire('anonymous', { wait: 50 }));
       expect(error.holder).toBeUndefined();
-      expect(error.message).not.toMatch(/held by "/);
+      expect(error.message).not.toMatch(/held by "|recorded as/);
+      expect(error.message).toContain('held by another lease of this same manager (in this process)');
       await held.release();
     });
 

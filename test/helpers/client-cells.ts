@@ -10,9 +10,10 @@ import { Redis as Redis6 } from 'ioredis';
 import { Redis as Redis5 } from 'ioredis5';
 import { createClient as createClient6 } from 'redis';
 import { createClient as createClient5 } from 'redis5';
+import type { IoredisClientLike } from '../../src/index.js';
 
 /** What the harness needs of a client of the ioredis family (ioredis 5 or 6, iovalkey). */
-export interface IoredisFamilyClient {
+export interface IoredisFamilyClient extends IoredisClientLike {
   /** `ready` once the connection passed its ready check. */
   readonly status?: string;
   call(command: string, ...args: string[]): Promise<unknown>;

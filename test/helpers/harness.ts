@@ -8,7 +8,7 @@ import { Valkey } from 'iovalkey';
 import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll } from 'vitest';
 import { createCluster } from 'redis';
-import { createLocks, createMemoryStore, type Locks, type LocksOptions } from '../../src/index.js';
+import { createLocks, createMemoryStore, type Locks, type LocksOptions, type RedisClientLike } from '../../src/index.js';
 import { lockKeys, semaphoreKeys, type SemaphoreKind } from '../../src/keys.js';
 import { IOREDIS_6, NODE_REDIS_6, type IoredisCell, type IoredisFamilyClient, type NodeRedisCell } from './client-cells.js';
 import type { RedisCluster } from './redis-cluster.js';
@@ -132,7 +132,7 @@ function redisHarness(
     name,
     locks: (settings) => {
       const client = clientFor(made.length);
-      const locks = createLocks({ ...more.settings, ...settings, redis: client });
+      const locks = createLocks({ ...more.settings, ...settings, redis: client as RedisClientLike });
       made.push(locks);
       clients.set(locks, client);
       return locks;

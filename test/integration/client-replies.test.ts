@@ -17,7 +17,7 @@ import { isNoScript, isWrongType, type ScriptClient } from '../../src/client/scr
 import { lockKeys } from '../../src/keys.js';
 import { runScript } from '../../src/lua/run-script.js';
 import { acquireScript, fencedReadScript, inspectScript } from '../../src/lua/scripts.generated.js';
-import { checkEvictionPolicy, createLocks } from '../../src/index.js';
+import { checkEvictionPolicy, createLocks, type RedisClientLike } from '../../src/index.js';
 import { CLIENT_CELLS } from '../helpers/client-cells.js';
 import { uniquePrefix, useRedisServer } from '../helpers/harness.js';
 import type { RedisServer } from '../helpers/redis-server.js';
@@ -146,7 +146,7 @@ describe.each(subjects)('replies through $label', (subject) => {
   });
 
   it('a lock: taken, inspected with its fence and then its holder, released', async () => {
-    const locks = createLocks({ redis: client, prefix: uniquePrefix(), holder: 'replies test' });
+    const locks = createLocks({ redis: client as RedisClientLike, prefix: uniquePrefix(), holder: 'replies test' });
     try {
       const lease = await locks.acquire('one', { ttl: 5000 });
       expect(await locks.inspect('one')).toMatchObject({ held: true, fence: lease.fence });

@@ -19,13 +19,13 @@
 import { Redis as Redis6 } from 'ioredis';
 import { Redis as Redis5 } from 'ioredis5';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, ReplicationError, type Lease, type Locks, type LocksOptions } from '../../src/index.js';
+import { LeaseLostError, ReplicationError, type Lease, type Locks, type IoredisClientLike, type LocksOptions } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { managerOver, uniquePrefix } from '../helpers/harness.js';
 import { GROUP, SentinelGroup, until } from '../helpers/redis-sentinel.js';
 
 /** What the test needs of an ioredis 5 or 6 client made with `sentinels`. */
-interface SentinelClient {
+interface SentinelClient extends IoredisClientLike {
   on(event: 'error', listener: () => void): unknown;
   once(event: 'ready', listener: () => void): unknown;
   disconnect(reconnect?: boolean): void;

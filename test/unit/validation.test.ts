@@ -17,12 +17,23 @@ async function invalid(run: () => unknown, option: string, mentions: RegExp): Pr
 
 describe('createLocks options', () => {
   it('refuses a client that is not a Redis client', async () => {
-    await invalid(() => createLocks({ redis: { get: () => 1 } }), 'redis', /ioredis or iovalkey client.*node-redis client.*Valkey GLIDE GlideClient or GlideClusterClient.*got an object/);
-    await invalid(() => createLocks({ redis: 'redis://localhost' }), 'redis', /got "redis:\/\/localhost"/);
+    await invalid(() => createLocks({ redis: { get: () => 1 } as never }), 'redis', /ioredis or iovalkey client.*node-redis client.*Valkey GLIDE GlideClient or GlideClusterClient.*got an object/);
   });
 
-  it('refuses more than one backend', async () => {
-    await invalid(() => createLocks({ redis: new Redis({ lazyConnect: true }), url: 'redis://x' }), 'redis and url', /only one of/);
+  it('refuses a URL given as the client, pointing to `url`, without echoing it (it may hold a password)', async () => {
+    await invalid(() => createLocks({ redis: 'redis://user:secret@localhost' as never }), 'redis', /use the "url" option instead.*got a string/);
+    expect(() => createLocks({ redis: 'redis://user:secret@localhost' as never })).not.toThrow(/secret/);
+  });
+
+  it('refuses more than one backend, naming those given and the choices', async () => {
+    const redis = new Redis({ lazyConnect: true });
+    await invalid(
+      () => createLocks({ redis, url: 'redis://x' }),
+      'redis and url',
+      /expected exactly one of "redis", "url", "redlock" or "memory".*got "redis" and "url" together/,
+    );
+    await invalid(() => createLocks({ redis, url: 'redis://x', redlock: [] }), 'redis and url and redlock', /got "redis", "url" and "redlock" together/);
+    redis.disconnect();
   });
 
   it('refuses a URL that is not redis:// or rediss://', async () => {
@@ -88,6 +99,46 @@ describe('acquire options', () => {
     await invalid(() => locks.acquire('k', { renew: 'yes' as never }), 'renew', /options object/);
     await invalid(() => locks.acquire('k', { renew: { every: 0 } }), 'renew.every', /milliseconds/);
     await invalid(() => locks.acquire('k', { renew: { often: 1 } as never }), 'renew.often', /known options/);
+  });
+
+  it('refuses a renewal interval that cannot renew before the lease expires, wherever renew options enter', async () => {
+    // ttl 300 ms, driftFactor 0.01: the validity is 300 - (3 + 2) = 295 ms, so every must be below it.
+    const range = /"renew.every".*from 10 to 294.*ttl 300 ms minus the 5 ms clock-drift allowance.*got number 1000/;
+    await invalid(() => locks.acquire('k', { ttl: 300, renew: { every: 1000 } }), 'renew.every', range);
+    await invalid(() => locks.acquire('k', { ttl: 300, renew: { every: 295 } }), 'renew.every', /from 10 to 294/);
+    await invalid(() => locks.tryAcquire('k', { ttl: 300, renew: { every: 300 } }), 'renew.every', /from 10 to 294/);
+    await invalid(() => locks.withLock('k', { ttl: 300, renew: { every: 1000 } }, () => 1), 'renew.every', range);
+    await invalid(() => locks.acquireAll(['a', 'b'], { ttl: 300, renew: { every: 1000 } }), 'renew.every', range);
+    await invalid(() => locks.withLocks(['a', 'b'], { ttl: 300, renew: { every: 1000 } }, () => 1), 'renew.every', range);
+    await invalid(() => locks.semaphore('s', { limit: 2 }).acquire({ ttl: 300, renew: { every: 1000 } }), 'renew.every', range);
+    await invalid(() => locks.semaphore('s', { limit: 2 }).withPermit({ ttl: 300, renew: { every: 1000 } }, () => 1), 'renew.every', range);
+    await invalid(() => locks.readWriteLock('rw').withRead({ ttl: 300, renew: { every: 1000 } }, () => 1), 'renew.every', range);
+    await invalid(() => locks.readWriteLock('rw').write({ ttl: 300, renew: { every: 1000 } }), 'renew.every', range);
+    await invalid(() => locks.fairLock('f').withLock({ ttl: 300, renew: { every: 1000 } }, () => 1), 'renew.every', range);
+    // The manager's default ttl counts when the call gives none.
+    const short = createLocks({ ttl: 300 });
+    await invalid(() => short.acquire('k', { renew: { every: 1000 } }), 'renew.every', range);
+    await short.close();
+    // A TTL too short for any interval says so.
+    await invalid(() => locks.acquire('k', { ttl: 10, renew: { every: 10 } }), 'renew.every', /none fits: raise ttl/);
+    // The largest interval that fits is accepted, and renews.
+    const lease = await locks.acquire('fits', { ttl: 300, renew: { every: 294 } });
+    await lease.release();
+  });
+
+  it('refuses lock names over 1024 bytes of UTF-8, for locks and the other primitives', async () => {
+    await invalid(() => locks.acquire('x'.repeat(1025)), 'key', /at most 1024 bytes of UTF-8, got a string of 1025 bytes/);
+    // 400 characters of 3 bytes each: 1200 bytes.
+    await invalid(() => locks.acquire('€'.repeat(400)), 'key', /got a string of 1200 bytes/);
+    await invalid(() => locks.acquire('x'.repeat(1 << 20)), 'key', /got a string of 1048576 bytes/);
+    await invalid(() => locks.withLock('x'.repeat(1025), () => 1), 'key', /at most 1024 bytes/);
+    await invalid(() => locks.acquireAll(['a', 'x'.repeat(1025)]), 'key', /at most 1024 bytes/);
+    expect(() => locks.semaphore('x'.repeat(1025), { limit: 1 })).toThrow(/"name".*at most 1024 bytes/);
+    expect(() => locks.readWriteLock('x'.repeat(1025))).toThrow(/"name".*at most 1024 bytes/);
+    expect(() => locks.fairLock('x'.repeat(1025))).toThrow(/"name".*at most 1024 bytes/);
+    const longest = await locks.acquire('x'.repeat(1024));
+    expect(longest.key).toHaveLength(1024);
+    await longest.release();
   });
 
   it('refuses a bad extend TTL', async () => {
