@@ -13,6 +13,8 @@
  *  - a release that is refused, or not answered within {@link FALLBACK_AFTER} ms, also frees the
  *    lock on its key alone (release-key.lua) and tells the queued waiters to look again
  *    (wake-queue.lua), both scripts on one key: {@link releaseOrFallBack};
+ *  - so does a semaphore's (and a fair or read-write lock's) release, on its permits hash and
+ *    holders set, or its permits hash alone (semaphore-release-key.lua): {@link releasePermitsOnKey};
  *  - an acquire that is refused counts as "busy, try again" for a waiter, until its deadline (see
  *    Waiter.attempt).
  */
@@ -22,7 +24,7 @@ import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import type { LockKeys } from '../keys.js';
 import { asInteger, runScript } from '../lua/run-script.js';
-import { releaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
+import { releaseKeyScript, semaphoreReleaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
 import type { OwnershipReply, ReleaseReply } from './backend.js';
 
 /**
@@ -50,6 +52,24 @@ export async function releaseOnKey(client: ScriptClient, keys: LockKeys, token: 
     return 'ok';
   }
   return code === 0 ? 'gone' : 'taken';
+}
+
+/**
+ * The fallback of a semaphore's release on a Cluster: gives back the permits of `token` on the
+ * permits hash and the holders set (they exist together while it holds permits), or, should that
+ * be refused too (a migration that moved one of them and not yet the other), on the permits hash
+ * alone: the holders set's entry then goes at its expiry. Once given back, tells the first queued
+ * waiters to look again (not waited for, like {@link releaseOnKey}'s).
+ */
+export async function releasePermitsOnKey(client: ScriptClient, keys: LockKeys, token: string, inboxAt: string, sharded: string): Promise<OwnershipReply> {
+  const script = semaphoreReleaseKeyScript;
+  const reply = await runScript(client, script, [keys.holder, keys.lock], [token]).catch((error: unknown) => {
+    if (!isSlotRefusal(error)) throw error;
+    return runScript(client, script, [keys.holder], [token]);
+  });
+  if (asInteger(reply, script) !== 1) return 'gone';
+  void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+  return 'ok';
 }
 
 /**

@@ -19,7 +19,7 @@ import {
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
-import { releaseOnKey, releaseOrFallBack } from './cluster-migration.js';
+import { releaseOnKey, releaseOrFallBack, releasePermitsOnKey } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
@@ -58,6 +58,7 @@ export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: 
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
 const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(reply, wakeReleaseScript), 'release');
+const parseSemaphoreRelease = (reply: unknown): ReleaseReply => (asInteger(reply, semaphoreReleaseScript) === 1 ? 'ok' : 'gone');
 const parseRelease = (reply: unknown): ReleaseReply => {
   const [status, fence] = asPair(reply, releaseScript);
   return status === 2 ? { handedOff: fence } : ownership(status, 'release');
@@ -233,12 +234,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async release(keys, token, handOff): Promise<ReleaseReply> {
       const client = ready ?? (await connect());
+      const [inboxAt, sharded] = publishArgs(client, keys);
       if (keys.semaphore) {
-        const released = await runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]);
-        return asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone';
+        const full = runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, inboxAt, sharded]).then(parseSemaphoreRelease);
+        // On a Cluster, a slot that migrates refuses the script while nobody waits (no queue key):
+        // the permits are then given back on the permits hash (see cluster-migration.ts).
+        return client.cluster ? releaseOrFallBack(full, () => releasePermitsOnKey(client, keys, token, inboxAt, sharded)) : full;
       }
       // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
-      const [inboxAt, sharded] = publishArgs(client, keys);
       const full = wake
         ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
         : runScript(
