@@ -91,6 +91,8 @@ export class Waiter implements Listener, AttemptLimit {
   refused: Error | undefined = undefined;
   /** Attempts refused in a row. */
   refusals = 0;
+  /** True once an attempt won too late to be of use (see {@link Waiter.won}): an exit without a lease gives that lease back. */
+  wonLate = false;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held, when the holder recorded itself: a timeout names it. */
@@ -209,15 +211,24 @@ export class Waiter implements Listener, AttemptLimit {
     }
   }
 
-  /** The attempt's win, if it is still of use; a win too late to be of use is given back. */
+  /** The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next attempt, or given back when the caller left. */
   won(a: Attempt): Grant | undefined {
     const { reply, sentAt } = a;
     if (!reply.acquired) return undefined;
     if (!this.stop && validUntil(sentAt, this.ttl, this.#context.driftFactor) > now()) {
       return { fence: reply.fence, sentAt, replicated: reply.replicated };
     }
-    // Too late to be of use, or the caller left meanwhile. (A next attempt is sent after it.)
-    this.#context.backend.release(this.keys, this.token).catch(() => {});
+    if (this.stop) {
+      // The caller left meanwhile: no attempt follows, so the lease goes back now.
+      this.#context.backend.release(this.keys, this.token).catch(() => {});
+      return undefined;
+    }
+    // Too late to be of use: the next attempt, with the same token, finds the lease ours and
+    // refreshes it (a fresh validity). Not given back first: that release could run after the
+    // next attempt (a client that re-sends it after a redirection or a NOSCRIPT, through a
+    // migration) and free the lease that attempt returned. The exit gives it back if no attempt
+    // wins after it.
+    this.wonLate = true;
     return undefined;
   }
 
@@ -307,13 +318,17 @@ export class Waiter implements Listener, AttemptLimit {
       this.inboxJoined = false;
       inbox.leave(this.keys);
     }
-    if (!won && this.queuedRemotely) {
+    if (!won && (this.queuedRemotely || this.wonLate)) {
       // Sent after the attempts on the same connection: it runs after any of them still in flight.
-      const { keys, member, token } = this;
+      const { keys, member, token, wonLate } = this;
       const { leaving } = this.#context;
-      const cleanUp = backend
-        .leave(keys, member, token)
-        .then((granted) => (granted ? backend.release(keys, token) : undefined))
+      const left = this.queuedRemotely ? backend.leave(keys, member, token) : Promise.resolve(false);
+      const cleanUp = left
+        .catch((error: unknown) => {
+          if (wonLate) return true; // the lease a late win left must go back still
+          throw error;
+        })
+        .then((granted) => (granted || wonLate ? backend.release(keys, token) : undefined))
         .catch(() => {})
         .finally(() => leaving.delete(cleanUp));
       leaving.add(cleanUp);
