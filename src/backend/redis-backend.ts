@@ -19,7 +19,7 @@ import {
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
-import { releaseOnKey, releaseOrFallBack, releasePermitsOnKey } from './cluster-migration.js';
+import { leaveOrFallBack, releaseOnKey, releaseOrFallBack, releasePermitsOnKey } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
@@ -299,13 +299,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       await runScript(ready ?? (await connect()), raiseFenceScript, [keys.fence], [String(fence), counterTtl(ttl)]);
     },
     async leave(keys, member, token) {
-      if (keys.semaphore) {
-        const client = ready ?? (await connect());
-        const left = await runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, ...publishArgs(client, keys)]);
-        return asInteger(left, semaphoreLeaveScript) === 1;
-      }
-      const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
-      return asInteger(reply, leaveScript) === 1;
+      const client = ready ?? (await connect());
+      const [inboxAt, sharded] = publishArgs(client, keys);
+      const full = keys.semaphore
+        ? runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, inboxAt, sharded]).then((left) => asInteger(left, semaphoreLeaveScript) === 1)
+        : runScript(client, leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]).then((left) => asInteger(left, leaveScript) === 1);
+      // On a Cluster, a slot that migrates refuses it while the lock key or holders set is missing:
+      // the waiter then leaves the queue on the queue key (see cluster-migration.ts).
+      return client.cluster ? leaveOrFallBack(full, client, keys, member, inboxAt, sharded) : full;
     },
     async fencedWrite(resource, value, fence) {
       return writeFenced(ready ?? (await connect()), resource, value, fence);

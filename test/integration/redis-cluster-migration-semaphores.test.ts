@@ -26,6 +26,8 @@ const HOLD = 2000;
 const TTL = 1000;
 /** How long a release during the migration may take, ms (ioredis alone spends 1.6 s on a refused script). */
 const RELEASE_BOUND = 1000;
+/** How long a waiter that gave up may take to leave the queue, ms (ioredis spends 1.6 s on a refused script first). */
+const LEAVE_BOUND = 2500;
 /** How long after the migration ends a waiter may take to get its permits, ms. */
 const WIN_BOUND = 3000;
 
@@ -50,11 +52,12 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 type Driver = 'ioredis' | 'node-redis';
 
-async function manager(driver: Driver, prefix: string): Promise<Locks> {
+async function manager(driver: Driver, prefix: string, recheck?: number): Promise<Locks> {
+  const settings = { prefix, ...(recheck === undefined ? {} : { recheck }) };
   if (driver === 'ioredis') {
     const client = new Cluster(cluster.startupNodes);
     client.on('error', () => {});
-    const locks = createLocks({ redis: client, prefix });
+    const locks = createLocks({ redis: client, ...settings });
     cleanup.push(async () => {
       await locks.close();
       client.disconnect();
@@ -64,7 +67,7 @@ async function manager(driver: Driver, prefix: string): Promise<Locks> {
   const client = createCluster({ rootNodes: cluster.rootNodes });
   client.on('error', () => {});
   await client.connect();
-  const locks = createLocks({ redis: client, prefix });
+  const locks = createLocks({ redis: client, ...settings });
   cleanup.push(async () => {
     await locks.close();
     await client.close();
@@ -163,6 +166,15 @@ function background(promise: Promise<Lease>): { readonly lease: () => Lease | un
   return { lease: () => lease, error: () => error, at: () => at, done };
 }
 
+/** Polls `check` until it holds. */
+async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error('timed out');
+    await sleep(20);
+  }
+}
+
 /** Nothing of the permit lock is left: no holder, no permit in use, no queue entry (checked with the slot stable). */
 async function expectNothingLeft(keys: LockKeys, tokens: readonly string[]): Promise<void> {
   for (const token of tokens) {
@@ -209,12 +221,7 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
         let waiter: ReturnType<typeof background> | undefined;
         if (queued) {
           waiter = background(subject.waitFor(b, name, 20_000));
-          // Queued: its entry is in the queue (once its inbox listens).
-          const deadline = performance.now() + 5000;
-          while ((await raw.zcard(keys.queue)) === 0) {
-            if (performance.now() > deadline) throw new Error('the waiter never queued');
-            await sleep(20);
-          }
+          await until(async () => (await raw.zcard(keys.queue)) > 0); // queued, once its inbox listens
         }
         const migration = await migrating(keys.lock);
         try {
@@ -241,6 +248,38 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
         }
       });
     }
+
+    it(`a queued waiter whose wait runs out during the migration ends at its deadline with the refusal, and leaves the queue within ${LEAVE_BOUND} ms`, async () => {
+      const [prefix, name, keys] = fresh(subject.kind);
+      // A long recheck: a queue entry left behind would stay for 6 × recheck ms.
+      const [a, b] = [await manager(driver, prefix), await manager(driver, prefix, 5000)];
+      const lease = await subject.hold(a, name);
+      const wait = 3000;
+      const started = performance.now();
+      const waiter = background(subject.waitFor(b, name, wait));
+      await until(async () => (await raw.zcard(keys.queue)) > 0);
+      const migration = await migrating(keys.lock);
+      try {
+        // Its attempts run while every key is on the source; after the release (which wakes it)
+        // the holders set is gone, and they are refused.
+        await lease.release();
+        await waiter.done.catch(() => {});
+        const error = waiter.error();
+        expect(String(error)).toMatch(/TRYAGAIN|Too many Cluster redirections/);
+        expect(waiter.at()! - started).toBeGreaterThanOrEqual(wait - 5);
+        const endedAt = performance.now();
+        // Gone from the source's queue: its last entry taken, the key is gone, and a command on it is sent on (ASK).
+        await until(async () => {
+          const left = await migration.source.call('ZCARD', keys.queue).catch((e: unknown) => (/^ASK /.test(String((e as Error).message)) ? 0 : Promise.reject(e)));
+          return Number(left) === 0;
+        }, LEAVE_BOUND + 1000);
+        expect(performance.now() - endedAt).toBeLessThan(LEAVE_BOUND);
+        await end(migration, 'abort');
+        await expectNothingLeft(keys, [lease.token]);
+      } finally {
+        await closeLeftOpen();
+      }
+    });
 
     it(`an acquire during the migration waits it out (no BackendError) and wins within ${WIN_BOUND} ms of its end`, async () => {
       const [prefix, name, keys] = fresh(subject.kind);
