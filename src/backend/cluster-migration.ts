@@ -13,8 +13,13 @@
  *  - a release that is refused, or not answered within {@link FALLBACK_AFTER} ms, also frees the
  *    lock on its key alone (release-key.lua) and tells the queued waiters to look again
  *    (wake-queue.lua), both scripts on one key: {@link releaseOrFallBack};
+ *  - so does a semaphore's (and a fair or read-write lock's) release, on its permits hash and
+ *    holders set, or its permits hash alone (semaphore-release-key.lua): {@link releasePermitsOnKey};
  *  - an acquire that is refused counts as "busy, try again" for a waiter, until its deadline (see
- *    Waiter.attempt).
+ *    Waiter.attempt);
+ *  - a waiter's leave (leave.lua, semaphore-leave.lua) that is refused takes it out of the queue on
+ *    the queue key (leave-queue.lua), and its caller releases in case it was granted meanwhile:
+ *    {@link leaveOnQueue}.
  */
 import type { ScriptClient } from '../client/script-client.js';
 import { isSlotRefusal } from '../client/script-client.js';
@@ -22,7 +27,7 @@ import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import type { LockKeys } from '../keys.js';
 import { asInteger, runScript } from '../lua/run-script.js';
-import { releaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
+import { leaveQueueScript, releaseKeyScript, semaphoreReleaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
 import type { OwnershipReply, ReleaseReply } from './backend.js';
 
 /**
@@ -50,6 +55,24 @@ export async function releaseOnKey(client: ScriptClient, keys: LockKeys, token: 
     return 'ok';
   }
   return code === 0 ? 'gone' : 'taken';
+}
+
+/**
+ * The fallback of a semaphore's release on a Cluster: gives back the permits of `token` on the
+ * permits hash and the holders set (they exist together while it holds permits), or, should that
+ * be refused too (a migration that moved one of them and not yet the other), on the permits hash
+ * alone: the holders set's entry then goes at its expiry. Once given back, tells the first queued
+ * waiters to look again (not waited for, like {@link releaseOnKey}'s).
+ */
+export async function releasePermitsOnKey(client: ScriptClient, keys: LockKeys, token: string, inboxAt: string, sharded: string): Promise<OwnershipReply> {
+  const script = semaphoreReleaseKeyScript;
+  const reply = await runScript(client, script, [keys.holder, keys.lock], [token]).catch((error: unknown) => {
+    if (!isSlotRefusal(error)) throw error;
+    return runScript(client, script, [keys.holder], [token]);
+  });
+  if (asInteger(reply, script) !== 1) return 'gone';
+  void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+  return 'ok';
 }
 
 /**
@@ -113,4 +136,25 @@ export function releaseOrFallBack(full: Promise<ReleaseReply>, fallback: () => P
       },
     );
   });
+}
+
+/**
+ * A waiter's leave on a Cluster: `full` (leave.lua or semaphore-leave.lua: whether it was granted
+ * the lock or permits meanwhile); when Redis refuses it for where its keys are, the waiter is taken
+ * out of the queue on the queue key and its alive hash, or the queue key alone if that is refused
+ * too (leave-queue.lua), and the answer is true: the caller then releases, which finds out whether
+ * there is anything to release.
+ */
+export async function leaveOrFallBack(full: Promise<boolean>, client: ScriptClient, keys: LockKeys, member: string, inboxAt: string, sharded: string): Promise<boolean> {
+  try {
+    return await full;
+  } catch (error) {
+    if (!isSlotRefusal(error)) throw error;
+  }
+  const args = [member, inboxAt, sharded];
+  await runScript(client, leaveQueueScript, [keys.queue, keys.alive], args).catch((error: unknown) => {
+    if (!isSlotRefusal(error)) throw error;
+    return runScript(client, leaveQueueScript, [keys.queue], args);
+  });
+  return true;
 }

@@ -22,7 +22,7 @@ import {
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type HandOff, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
-import { releaseOnKey, releaseOrFallBack } from './cluster-migration.js';
+import { leaveOrFallBack, releaseOnKey, releasePermitsOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { LateAcquires } from './late-acquires.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
@@ -62,6 +62,7 @@ export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: 
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
 const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(reply, wakeReleaseScript), 'release');
+const parseSemaphoreRelease = (reply: unknown): ReleaseReply => (asInteger(reply, semaphoreReleaseScript) === 1 ? 'ok' : 'gone');
 const parseRelease = (reply: unknown): ReleaseReply => {
   const [status, fence] = asPair(reply, releaseScript);
   return status === 2 ? { handedOff: fence } : ownership(status, 'release');
@@ -213,11 +214,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   };
   /** A release: release.lua (or wake-release.lua, semaphore-release.lua), with the key-alone fallback on a Cluster. */
   const releaseOn = (client: ScriptClient, keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply> => {
+    const [inboxAt, sharded] = publishArgs(client, keys);
     if (keys.semaphore) {
-      return runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, ...publishArgs(client, keys)]).then((released) => (asInteger(released, semaphoreReleaseScript) === 1 ? 'ok' : 'gone'));
+      const full = runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, inboxAt, sharded]).then(parseSemaphoreRelease);
+      // On a Cluster, a slot that migrates refuses the script while nobody waits (no queue key):
+      // the permits are then given back on the permits hash (see cluster-migration.ts).
+      return client.cluster ? releaseOrFallBack(full, () => releasePermitsOnKey(client, keys, token, inboxAt, sharded)) : full;
     }
     // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
-    const [inboxAt, sharded] = publishArgs(client, keys);
     const full = wake
       ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
       : runScript(
@@ -232,13 +236,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   };
   /** A waiter's leave of the queue (leave.lua, or semaphore-leave.lua): true when the lock holds its token. */
   const leaveOn = async (keys: LockKeys, member: string, token: string): Promise<boolean> => {
-    if (keys.semaphore) {
-      const client = ready ?? (await connect());
-      const left = await runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, ...publishArgs(client, keys)]);
-      return asInteger(left, semaphoreLeaveScript) === 1;
-    }
-    const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]);
-    return asInteger(reply, leaveScript) === 1;
+    const client = ready ?? (await connect());
+    const [inboxAt, sharded] = publishArgs(client, keys);
+    const full = keys.semaphore
+      ? runScript(client, semaphoreLeaveScript, [keys.lock, keys.queue, keys.alive], [member, token, inboxAt, sharded]).then((left) => asInteger(left, semaphoreLeaveScript) === 1)
+      : runScript(client, leaveScript, [keys.lock, keys.queue, keys.alive], [member, token]).then((left) => asInteger(left, leaveScript) === 1);
+    // On a Cluster, a slot that migrates refuses it while the lock key or holders set is missing:
+    // the waiter then leaves the queue on the queue key (see cluster-migration.ts).
+    return client.cluster ? leaveOrFallBack(full, client, keys, member, inboxAt, sharded) : full;
   };
   // Acquires that timed out in a client that may still send them (an ioredis Cluster's retries):
   // a give-back of their token is repeated once they can no longer run (see late-acquires.ts).

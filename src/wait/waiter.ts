@@ -96,6 +96,8 @@ export class Waiter implements Listener, AttemptLimit {
   refusals = 0;
   /** The last attempt the client's own timeout ended ({@link isClientTimeout}): an unknown outcome, so the exit gives the token back. */
   timedOut: Error | undefined = undefined;
+  /** True once an attempt won too late to be of use (see {@link Waiter.won}): an exit without a lease gives that lease back. */
+  wonLate = false;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
@@ -219,15 +221,24 @@ export class Waiter implements Listener, AttemptLimit {
     }
   }
 
-  /** The attempt's win, if it is still of use; a win too late to be of use is given back. */
+  /** The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next attempt, or given back when the caller left. */
   won(a: Attempt): Grant | undefined {
     const { reply, sentAt } = a;
     if (!reply.acquired) return undefined;
     if (!this.stop && validUntil(sentAt, this.ttl, this.#context.driftFactor) > now()) {
       return { fence: reply.fence, sentAt, replicated: reply.replicated };
     }
-    // Too late to be of use, or the caller left meanwhile. (A next attempt is sent after it.)
-    this.#context.backend.release(this.keys, this.token).catch(() => {});
+    if (this.stop) {
+      // The caller left meanwhile: no attempt follows, so the lease goes back now.
+      this.#context.backend.release(this.keys, this.token).catch(() => {});
+      return undefined;
+    }
+    // Too late to be of use: the next attempt, with the same token, finds the lease ours and
+    // refreshes it (a fresh validity). Not given back first: that release could run after the
+    // next attempt (a client that re-sends it after a redirection or a NOSCRIPT, through a
+    // migration) and free the lease that attempt returned. The exit gives it back if no attempt
+    // wins after it.
+    this.wonLate = true;
     return undefined;
   }
 
@@ -318,15 +329,21 @@ export class Waiter implements Listener, AttemptLimit {
       this.inboxJoined = false;
       inbox.leave(this.keys);
     }
-    if (!won && (this.queuedRemotely || this.timedOut)) {
+    if (!won && (this.queuedRemotely || this.timedOut || this.wonLate)) {
       // Sent after the attempts on the same connection: it runs after any of them still in flight.
-      // A timed-out attempt may have taken the lock: then it is given back whatever leave says
-      // (repeated by the backend after the client's late sends: late-acquires.ts).
+      // A late win, or a timed-out attempt that may have taken the lock, is given back whatever
+      // leave says (a timed-out one repeated by the backend after the client's late sends:
+      // late-acquires.ts).
       const { keys, member, token } = this;
       const { leaving } = this.#context;
-      const left = this.queuedRemotely ? backend.leave(keys, member, token).catch(() => false) : Promise.resolve(false);
+      const giveBack = this.wonLate || this.timedOut !== undefined;
+      const left = this.queuedRemotely ? backend.leave(keys, member, token) : Promise.resolve(false);
       const cleanUp = left
-        .then((granted) => (granted || this.timedOut ? backend.release(keys, token) : undefined))
+        .catch((error: unknown) => {
+          if (giveBack) return true; // the lease it may hold must go back still
+          throw error;
+        })
+        .then((granted) => (granted || giveBack ? backend.release(keys, token) : undefined))
         .catch(() => {})
         .finally(() => leaving.delete(cleanUp));
       leaving.add(cleanUp);

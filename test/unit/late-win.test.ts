@@ -1,0 +1,110 @@
+/**
+ * A waiter whose winning attempt is answered after its TTL ran out (too late to be of use: ioredis
+ * retries a script refused by a Cluster slot that migrates for ~1.6 s, and answers once the
+ * migration is over), on the in-memory backend wrapped so that one acquire answers late and
+ * releases reach the store later than they are sent (as a command the client re-sends after a
+ * redirection or a NOSCRIPT does). The waiter tries again with the same token, which refreshes the
+ * lease; it must not give the lease back first, or that release, overtaken by the next attempt,
+ * frees the lease the waiter then returns.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Backend } from '../../src/backend/backend.js';
+import { createLocks, createMemoryStore, type Lease, type Locks } from '../../src/index.js';
+
+/**
+ * The switches of the wrapped backend: `late` delays the reply of the next acquire that wins, by
+ * `lateBy` ms; `runLate` delays every acquire by as much before it runs; `releaseDelay` delays
+ * every release before it runs.
+ */
+const state = { late: false, lateBy: 0, runLate: 0, releaseDelay: 0 };
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+vi.mock('../../src/backend/choose.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../src/backend/choose.js')>();
+  return {
+    ...original,
+    chooseBackend: (...args: Parameters<typeof original.chooseBackend>): Backend => {
+      const backend = original.chooseBackend(...args);
+      return {
+        ...backend,
+        name: backend.name,
+        handsOff: backend.handsOff,
+        semaphores: backend.semaphores,
+        async acquire(...call: Parameters<Backend['acquire']>) {
+          if (state.runLate > 0) await sleep(state.runLate);
+          const reply = await backend.acquire(...call);
+          if (reply.acquired && state.late) {
+            state.late = false; // once
+            await sleep(state.lateBy);
+          }
+          return reply;
+        },
+        async release(...call: Parameters<Backend['release']>) {
+          await sleep(state.releaseDelay);
+          return backend.release(...call);
+        },
+      };
+    },
+  };
+});
+
+const made: Locks[] = [];
+const manager = (store = createMemoryStore()): Locks => {
+  const locks = createLocks({ memory: store, recheck: 100 });
+  made.push(locks);
+  return locks;
+};
+
+afterEach(async () => {
+  Object.assign(state, { late: false, lateBy: 0, runLate: 0, releaseDelay: 0 });
+  for (const locks of made.splice(0)) await locks.close();
+});
+
+describe('a waiter whose winning attempt is answered after its TTL', () => {
+  const TTL = 200;
+  const cases: Array<[string, (l: Locks) => { hold: () => Promise<Lease>; wait: () => Promise<Lease> }]> = [
+    ['a semaphore', (l) => ({ hold: () => l.semaphore('job', { limit: 1 }).acquire({ ttl: 5000 }), wait: () => l.semaphore('job', { limit: 1 }).acquire({ ttl: TTL, wait: 5000 }) })],
+    ['a fair lock', (l) => ({ hold: () => l.fairLock('job').acquire({ ttl: 5000 }), wait: () => l.fairLock('job').acquire({ ttl: TTL, wait: 5000 }) })],
+    ['a read-write lock', (l) => ({ hold: () => l.readWriteLock('job').read({ ttl: 5000 }), wait: () => l.readWriteLock('job').write({ ttl: TTL, wait: 5000 }) })],
+    ['a lock', (l) => ({ hold: () => l.acquire('job', { ttl: 5000 }), wait: () => l.acquire('job', { ttl: TTL, wait: 5000, strategy: 'backoff' }) })], // backoff: a release grants a queued lock waiter without an attempt
+  ];
+  for (const [what, subject] of cases) {
+    it(`${what}: returns a lease that still holds, not one its own give-back freed`, async () => {
+      const store = createMemoryStore();
+      const [a, b] = [manager(store), manager(store)];
+      const held = await subject(a).hold();
+      const waiting = subject(b).wait();
+      await sleep(50); // waiting: its first attempts found the lock held
+      Object.assign(state, { late: true, lateBy: TTL + 100, releaseDelay: 50 });
+      await held.release();
+      const lease = await waiting;
+      expect(state.late).toBe(false); // it did win too late once
+      expect(lease.held).toBe(true);
+      await sleep(TTL / 2);
+      await lease.extend(); // still ours in the store
+      await lease.release();
+      expect(lease.state).toBe('released');
+    });
+  }
+
+  it('gives a late win back when its wait ends without a lease (the deadline before another attempt won)', async () => {
+    const store = createMemoryStore();
+    const [a, b] = [manager(store), manager(store)];
+    const held = await a.semaphore('job', { limit: 1 }).acquire({ ttl: 5000 });
+    const ttl = 150;
+    const waiting = b.semaphore('job', { limit: 1 }).acquire({ ttl, wait: 250 });
+    waiting.catch(() => {});
+    await sleep(50);
+    // Every attempt from now on runs (and wins) 180 ms after it is sent: too late for a 150 ms lease.
+    state.runLate = 180;
+    await held.release();
+    await expect(waiting).rejects.toThrow(/timed out|waited/i);
+    state.runLate = 0;
+    await sleep(20); // the exit's give-back, sent as the wait ended
+    // Free now, well before the lease the last late win refreshed would have expired.
+    const next = await a.semaphore('job', { limit: 1 }).tryAcquire({ ttl: 5000 });
+    expect(next).not.toBeNull();
+    await next!.release();
+  });
+});
