@@ -15,10 +15,10 @@
 //      package, types from index.d.ts) and once as CJS (.cts in a CommonJS package, index.d.cts).
 //      It also passes every client type latchkey takes: ioredis 6's Redis<'resp3'> and its
 //      duplicate(), Cluster<'resp3'>, node-redis clients under RESP2 and RESP3.
-//   4. The README's first example (the first ```ts block under "## Use it"), compiled with tsc and
-//      run against a redis-server this script starts on a free port (and stops, by pid): through
-//      ioredis as written, through node-redis (`await createClient().connect()`, as the README
-//      says) and through `{ url }`. Each must finish within EXAMPLE_MS.
+//   4. The README's first example (the first ```ts block after `<!-- first-example -->`), compiled
+//      with tsc and run against a redis-server this script starts on a free port (and stops, by
+//      pid): through ioredis as written, through node-redis (`await createClient({ url }).connect()`)
+//      and through `{ url }`. Each must finish within EXAMPLE_MS.
 // The project also gets @types/node at the repo's version. redis-server must be on the PATH.
 //
 // Run: node scripts/pack-smoke.mjs   (part of `npm run test:pack`; builds dist/ first if missing)
@@ -249,45 +249,33 @@ async function setUp() {
 }
 
 /**
- * The README's first example (the first \`\`\`ts block under "## Use it"), made runnable three
- * ways: through ioredis as written, through node-redis as the README's next line says, and
- * through \`{ url }\`. Each connects to the server in REDIS_PORT / REDIS_URL, defines the
- * \`chargeOrder\` the example calls, closes its client after the example's own \`locks.close()\`,
- * and prints the fence of its last lease.
+ * The README's first example (the first \`\`\`ts block after its \`<!-- first-example -->\` marker),
+ * made runnable three ways: through ioredis as written (it reads REDIS_URL), through node-redis,
+ * and through \`{ url }\`, as its comment says. Each prints the fence of its lease.
  */
 function readmeExamples(readme) {
-  const section = readme.indexOf('\n## Use it');
-  const block = /\n```ts\n([\s\S]*?)\n```/.exec(readme.slice(section));
-  if (section < 0 || !block) throw new Error('README.md: no ```ts block under "## Use it"');
+  const marker = readme.indexOf('<!-- first-example -->');
+  const block = /\n```ts\n([\s\S]*?)\n```/.exec(readme.slice(marker));
+  if (marker < 0 || !block) throw new Error('README.md: no ```ts block after <!-- first-example -->');
   const example = block[1];
   const importLine = "import { Redis } from 'ioredis';";
-  const borrow = 'createLocks({ redis: new Redis() })';
-  for (const expected of [importLine, borrow, 'chargeOrder(', 'await locks.close();']) {
+  const connect = "new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')";
+  const borrow = 'createLocks({ redis })';
+  const disconnect = 'redis.disconnect();';
+  for (const expected of [importLine, connect, borrow, 'await locks.close();', disconnect]) {
     if (!example.includes(expected)) throw new Error(`README.md's first example no longer contains \`${expected}\`: update scripts/pack-smoke.mjs`);
   }
-  const charge = `
-/** The example's own work: checks what the lease gives it. */
-async function chargeOrder(order: number, o: { fence: number; signal: AbortSignal }): Promise<void> {
-  if (!Number.isSafeInteger(o.fence) || o.signal.aborted) throw new Error(\`order \${order}: not a live lease\`);
-}
-`;
-  const lastFence = "\nconsole.log('fence', (await locks.inspect('orders:42')).fence);";
-  /** The example with `client` borrowed (made by `make` after the imports) or with `replacement` for the borrow. */
-  const variant = (imports, setup, replacement, teardown) =>
-    example
-      .replace(importLine, imports)
-      .replace(borrow, replacement)
-      .replace(/\nconst locks = /, `\n${setup}${charge}\nconst locks = `)
-      .replace('await locks.close();', `${lastFence}\nawait locks.close();${teardown}`);
   return {
-    ioredis: variant(importLine, "const client = new Redis(Number(process.env.REDIS_PORT), '127.0.0.1');", 'createLocks({ redis: client })', '\nclient.disconnect();'),
-    'node-redis': variant(
-      "import { createClient } from 'redis';",
-      'const client = await createClient({ url: process.env.REDIS_URL }).connect();',
-      'createLocks({ redis: client })',
-      '\nawait client.close();',
-    ),
-    url: variant('', '', 'createLocks({ url: process.env.REDIS_URL! })', ''),
+    ioredis: example,
+    'node-redis': example
+      .replace(importLine, "import { createClient } from 'redis';")
+      .replace(connect, "await createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }).connect()")
+      .replace(disconnect, 'await redis.close();'),
+    url: example
+      .replace(importLine, '')
+      .replace(/\nconst redis = .*\n/, '\n')
+      .replace(borrow, 'createLocks({ url: process.env.REDIS_URL! })')
+      .replace(disconnect, ''),
   };
 }
 

@@ -2,7 +2,7 @@
  * The Redis client the `latchkey` command connects with: whichever driver is installed beside
  * latchkey (ioredis first, then node-redis; `LATCHKEY_CLIENT` picks one). latchkey declares both
  * as optional peers and installs neither, so that a project gets exactly the client it asked for,
- * in one copy (see package.json and README, "The `latchkey` command").
+ * in one copy (see package.json and docs/cli.md).
  */
 import { quitOrForce } from '../client/script-client.js';
 import { CliError, EXIT } from './exit-codes.js';

@@ -21,7 +21,12 @@ export interface RunningExample {
 }
 
 export function startExample(file: string, args: readonly string[], env: Record<string, string>): RunningExample {
-  const child = spawn(process.execPath, [examplePath(file), ...args], {
+  return startScript(examplePath(file), args, env);
+}
+
+/** Runs any script with node, as {@link startExample} runs an example: `path` is absolute. */
+export function startScript(path: string, args: readonly string[], env: Record<string, string>): RunningExample {
+  const child = spawn(process.execPath, [path, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -53,7 +58,7 @@ export function startExample(file: string, args: readonly string[], env: Record<
         check();
         void exit.then((code) => {
           listeners.delete(check);
-          reject(new Error(`${file} exited (${code}) before printing ${pattern}:\n${out}\n${err}`));
+          reject(new Error(`${path} exited (${code}) before printing ${pattern}:\n${out}\n${err}`));
         });
       });
     },
