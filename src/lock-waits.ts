@@ -10,7 +10,8 @@ import type { CallSettings } from './manager/settings.js';
 import type { AcquireTrace } from './observe/observer.js';
 import { attempt, onceLimit } from './wait/attempt.js';
 import { KeyQueue } from './wait/key-queue.js';
-import { Waiter, type Attempt, type Grant } from './wait/waiter.js';
+import type { Attempt, Grant } from './wait/wait-context.js';
+import { Waiter } from './wait/waiter.js';
 
 /**
  * The locks of one manager: each lock's local queue ({@link KeyQueue}), its waiters' way to the

@@ -13,7 +13,8 @@ import type { PermitOptions, Semaphore, SemaphoreOptions } from './semaphore.js'
 import { checkOptions, checkTtl, checkWait } from './validate.js';
 import { checkStrategy } from './wait/strategy.js';
 import { attempt, onceLimit } from './wait/attempt.js';
-import { Waiter, type Grant } from './wait/waiter.js';
+import type { Grant } from './wait/wait-context.js';
+import { Waiter } from './wait/waiter.js';
 
 const PERMIT_OPTIONS = [...ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant'), 'permits'] as const;
 

@@ -1,36 +1,17 @@
 import { inspect } from 'node:util';
-import type { Backend, OwnershipReply } from '../backend/backend.js';
+import type { OwnershipReply } from '../backend/backend.js';
 import { now, validUntil } from '../clock.js';
 import { settleBy } from '../deadlines.js';
 import { LeaseLostError, LeaseReleasedError, UnreachableError, type LeaseLostReason } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { checkTtl } from '../validate.js';
+import type { Hold as HoldOf, LeaseContext as LeaseContextOf } from './lease-context.js';
 import { Watchdog, type RenewOptions } from './watchdog.js';
 
 /** What a lease needs from the manager that made it. */
-export interface LeaseContext {
-  readonly backend: Backend;
-  readonly driftFactor: number;
-  /** Releases in the backend, passing the lock on to a waiter of this process when there is one. */
-  readonly release: (lease: Lease, keys: LockKeys, token: string) => Promise<OwnershipReply>;
-  /** Called once when the lease ends (released or lost), so the manager can forget it. */
-  readonly onEnd: (lease: Lease) => void;
-  /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */
-  readonly onRenew?: ((lease: Lease, error: unknown) => void) | undefined;
-  /** Keeps the manager's holder registration alive while its leases are renewed (see HolderNames.touch). */
-  readonly touchHolder?: (() => void) | undefined;
-  /** The lease was left to expire ({@link Lease.letExpire}): the manager no longer releases it at `close()`. */
-  readonly onLetExpire?: ((lease: Lease) => void) | undefined;
-}
-
+export type LeaseContext = LeaseContextOf<Lease>;
 /** @internal What a reentrant handle shares with the lease it joined (see {@link Lease.addHold}). */
-export interface Hold {
-  /** Gives the hold back; later calls change nothing. */
-  readonly leave: () => void;
-  readonly context: LeaseContext;
-  readonly keys: LockKeys;
-  readonly sentAt: number;
-}
+export type Hold = HoldOf<Lease>;
 
 /** How long the release of a lease already known lost waits for the give-back of its key, ms (a live Redis answers in far less). */
 const GIVE_BACK_WAIT = 250;

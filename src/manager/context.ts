@@ -2,7 +2,7 @@ import type { KeysCache } from '../keys.js';
 import type { Lease, LeaseContext } from '../lease/lease.js';
 import type { Observer } from '../observe/observer.js';
 import type { TokenSource } from '../token.js';
-import type { WaitContext } from '../wait/waiter.js';
+import type { WaitContext } from '../wait/wait-context.js';
 import type { Settings } from './settings.js';
 
 /** What the manager's rooms (locks, permits, multi-locks, reentrancy) share: made once per manager. */

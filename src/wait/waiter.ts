@@ -1,48 +1,18 @@
 import { AsyncResource } from 'node:async_hooks';
-import type { AcquireReply, Backend } from '../backend/backend.js';
+import type { AcquireReply } from '../backend/backend.js';
 import { undecided, type QuorumOutcome } from '../backend/quorum.js';
 import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
-import { HolderSighting, type HolderNames } from '../holder-names.js';
+import { HolderSighting } from '../holder-names.js';
 import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
 import { attempt, type AttemptLimit } from './attempt.js';
-import type { InboxListener, Listener } from './inbox-listener.js';
+import type { Listener } from './inbox-listener.js';
 import { sleep } from './sleep.js';
-import { nextDelay, refusalDelay, type WaitStrategyName, type WaitTuning } from './strategy.js';
-
-/** What a waiter needs from its manager. */
-export interface WaitContext {
-  readonly backend: Backend;
-  readonly inbox: InboxListener;
-  readonly driftFactor: number;
-  readonly tuning: WaitTuning;
-  /** Clean-ups of waiters that left (queue entries being removed): `close()` lets them finish. */
-  readonly leaving: Set<Promise<unknown>>;
-  /** This manager's holder registration, and the descriptions of the holders it met (a timeout names them). */
-  readonly holders: HolderNames;
-}
-
-/** One attempt of a waiter: its reply, when it was sent, and whether the inbox listened then. */
-export interface Attempt {
-  readonly reply: AcquireReply;
-  readonly sentAt: number;
-  readonly inboxWasListening: boolean;
-  /**
-   * True when Redis refused the attempt without running it ({@link isSlotRefusal}: a Cluster slot
-   * that migrates): `reply` is then a stand-in, busy with a `retryAfter`, and says nothing of the lock.
-   */
-  readonly refused?: boolean;
-}
-
-/** What a waiter won: the fence, when the attempt that won it was sent, and the replica acknowledgement. */
-export interface Grant {
-  readonly fence: number;
-  readonly sentAt: number;
-  readonly replicated: boolean | undefined;
-}
+import { nextDelay, refusalDelay, type WaitStrategyName } from './strategy.js';
+import type { Attempt, Grant, WaitContext } from './wait-context.js';
 
 /**
  * What a waiter is doing: `queued` in memory behind callers of its own process (a lock's local
