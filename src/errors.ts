@@ -48,8 +48,8 @@ export class InvalidOptionError extends LockError {
 
 /**
  * `acquire` waited its whole `wait` budget and the lock was still held by someone else. When the
- * holder's manager records itself (the `holder` option of createLocks), `holder` names it and so
- * does the message.
+ * holder's manager registered who it is (the `holder` option of createLocks, on by default),
+ * `holder` names it and so does the message.
  */
 export class LockTimeoutError extends LockError {
   readonly key: string;
@@ -60,11 +60,12 @@ export class LockTimeoutError extends LockError {
   /** Redlock: how the nodes voted on the last attempt. */
   readonly outcome: QuorumOutcome | undefined;
   /**
-   * Who held the lock, as its manager records itself with the `holder` option of createLocks
-   * (`<hostname> pid <pid>` for `holder: true`, else the string given: the `who` that
-   * `locks.inspect()` shows), seen by the last attempt that found the lock held. A description
-   * the holder wrote, never a token. `undefined` when the holder does not record itself, or its
-   * record was not seen: not written yet, or (over Redlock) not named by a majority of the nodes.
+   * Who held the lock, as its manager registered itself with the `holder` option of createLocks
+   * (`<hostname> pid <pid>` by default, else the string given: the `who` that `locks.inspect()`
+   * shows), found from the tag of the token the last attempt met (looked up for at most 50 ms).
+   * A description the holder wrote, never a token. `undefined` when the holder registers nothing
+   * (`holder: false`), its registration was not found in time, or (over Redlock) no majority of
+   * the nodes named the same tag.
    */
   readonly holder: string | undefined;
   /** True when another lease of this same manager (this process) held the lock all along. */

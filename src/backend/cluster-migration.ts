@@ -3,13 +3,13 @@
  * IMPORTING on the target, then MIGRATE of its keys). The source runs a command on keys of the
  * slot when all of them are on it, redirects it (ASK) when none is, and refuses it (TRYAGAIN) when
  * only some are; the target, asked, refuses one on several keys when any is missing. A script
- * naming a key that may not exist (a lock's queue, its holder record, a fence counter not yet
+ * naming a key that may not exist (a lock's queue, a fence counter not yet
  * written) next to one that does is thus refused for as long as the migration lasts, while a
  * script on one key runs wherever that key is. ioredis retries TRYAGAIN (16 times, 100 ms apart by
  * default) and then fails "Too many Cluster redirections"; node-redis fails at once.
  *
  * What latchkey does about it:
- *  - a renewal names the lock key alone unless its lease recorded a holder (extend.lua);
+ *  - a renewal names the lock key alone (extend.lua);
  *  - a release that is refused, or not answered within {@link FALLBACK_AFTER} ms, also frees the
  *    lock on its key alone (release-key.lua) and tells the queued waiters to look again
  *    (wake-queue.lua), both scripts on one key: {@link releaseOrFallBack};

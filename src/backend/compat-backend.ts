@@ -31,7 +31,7 @@ export const COMPAT_LINGER = 1000;
  * A single Redis whose lock keys are shared with services still running the seeds' timestamp lock
  * (SETNX of an expiry timestamp, GET and GETSET to take over, DEL to release). The lock key is
  * `prefix + name` exactly, with the value those services expect; latchkey's own bookkeeping (owner
- * token, fence counter, wait queue, holder record) lives in `<prefix>{<name>}:…` keys beside it.
+ * token, fence counter, wait queue) lives in `<prefix>{<name>}:…` keys beside it.
  * Releases only wake latchkey waiters (legacy clients neither queue nor listen, and a grant inside
  * a release would skip the timestamp they check), so `handsOff` is false. See docs/safety.md.
  */

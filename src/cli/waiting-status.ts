@@ -2,7 +2,7 @@ import { createLogUpdate } from 'log-update';
 import type { LockInfo, Locks } from '../index.js';
 import { formatDuration } from './duration.js';
 
-/** How a holder is shown: who, and since when, if it recorded itself. */
+/** How a holder is shown: who (as its manager registered itself), and since when, when known. */
 export function describeHolder(info: LockInfo, now = Date.now()): string {
   if (!info.held) return 'free';
   const since = info.holder?.since;
