@@ -3,28 +3,28 @@ import type { RenewOptions } from './lease/watchdog.js';
 import type { ObservabilityOptions } from './observe/types.js';
 import type { WaitStrategyName } from './wait/strategy.js';
 
-/** Any function: the client types below only say which methods a client has. */
-type Method = (...args: never[]) => unknown;
-
-/** An ioredis (5 or 6) or iovalkey `Redis` or `Cluster`, as latchkey recognises it (structurally: no import of the package). */
+/**
+ * An ioredis (5 or 6) or iovalkey `Redis` or `Cluster`, as latchkey recognises it (structurally:
+ * no import of the package). The client types here only say which methods a client has.
+ */
 export interface IoredisClientLike {
-  evalsha: Method;
-  defineCommand: Method;
-  duplicate: Method;
+  evalsha: (...args: never[]) => unknown;
+  defineCommand: (...args: never[]) => unknown;
+  duplicate: (...args: never[]) => unknown;
 }
 
 /** A node-redis (5 or 6) client or cluster, as latchkey recognises it (structurally). */
 export interface NodeRedisClientLike {
-  evalSha: Method;
-  sendCommand: Method;
-  duplicate: Method;
+  evalSha: (...args: never[]) => unknown;
+  sendCommand: (...args: never[]) => unknown;
+  duplicate: (...args: never[]) => unknown;
 }
 
 /** A Valkey GLIDE `GlideClient` or `GlideClusterClient`, as latchkey recognises it (structurally). */
 export interface GlideClientLike {
-  customCommand: Method;
-  invokeScript: Method;
-  close: Method;
+  customCommand: (...args: never[]) => unknown;
+  invokeScript: (...args: never[]) => unknown;
+  close: (...args: never[]) => unknown;
 }
 
 /** A Redis client latchkey can borrow: a URL string is not one (use the `url` option). */
