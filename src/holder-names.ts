@@ -30,6 +30,8 @@ export class HolderNames {
   readonly #tag: string;
   readonly #who: string | undefined;
   #registeredAt = -Infinity;
+  /** Until when a lease of this manager left to expire lives (monotonic ms): its holder stays named until then. */
+  #keepUntil = -Infinity;
   readonly #known = new Map<string, string>();
   readonly #lookups = new Map<string, Promise<string | null>>();
 
@@ -50,6 +52,22 @@ export class HolderNames {
     this.#backend.registerHolder(holderRegistryKey(this.#prefix, this.#tag), this.#who, REGISTRATION_TTL).catch(() => {
       this.#registeredAt = -Infinity; // informational: tried again with the next lease
     });
+  }
+
+  /** A lease of this manager was left to expire (`Lease.letExpire`), valid until `validUntil`: its registration is kept past `close()`. */
+  keepFor(validUntil: number): void {
+    this.#keepUntil = Math.max(this.#keepUntil, validUntil);
+  }
+
+  /**
+   * At `close()`, once its leases were released: takes the registration out, so that a closed
+   * manager leaves no key behind, unless a lease it left to expire may still hold a lock (then the
+   * entry expires by itself, a day after it was written).
+   */
+  async unregister(): Promise<void> {
+    if (this.#who === undefined || this.#registeredAt === -Infinity || now() < this.#keepUntil) return;
+    this.#registeredAt = -Infinity;
+    await this.#backend.registerHolder(holderRegistryKey(this.#prefix, this.#tag), this.#who, 0).catch(() => {});
   }
 
   /** The description of the manager with tag `tag`, when known without asking the backend. */

@@ -109,7 +109,10 @@ class LockManager implements Locks {
           this.#locks.leaseEnded(lease);
         },
         onRenew: observer ? (lease, error) => observer.renewal(lease, error) : undefined,
-        onLetExpire: (lease) => ctx.held.delete(lease),
+        onLetExpire: (lease) => {
+          ctx.held.delete(lease);
+          holders.keepFor(lease.validUntil);
+        },
       },
     };
     this.#ctx = ctx;
@@ -239,6 +242,7 @@ class LockManager implements Locks {
     await within(CLOSE_GRACE, stopped);
     if (release) await Promise.all([...this.#ctx.held].map((lease) => lease.release().catch(() => {})));
     else for (const lease of [...this.#ctx.held]) lease.letExpire();
+    await within(CLOSE_GRACE, this.#ctx.holders.unregister());
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();
   }

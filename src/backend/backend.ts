@@ -139,7 +139,7 @@ export interface Backend {
   /**
    * Notes, under the registry key `key` (`holderRegistryKey` in keys.ts), who a manager is, for `ttl`
    * ms: its leases' tokens carry its tag, so every lock it holds names it, with nothing written
-   * per lease.
+   * per lease. `ttl` 0 deletes the entry (a manager that closed with no lease left).
    */
   registerHolder(key: string, who: string, ttl: number): Promise<void>;
   /** Who registered under `key` ({@link Backend.registerHolder}), or null. */

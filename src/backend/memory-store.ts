@@ -261,7 +261,8 @@ export class MemoryStore {
 
   /** @internal Used by the memory backend: see Backend.registerHolder. */
   registerHolder(key: string, who: string, ttl: number): void {
-    this.#holders.set(key, { who, expiresAt: now() + ttl });
+    if (ttl === 0) this.#holders.delete(key);
+    else this.#holders.set(key, { who, expiresAt: now() + ttl });
   }
 
   /** @internal Used by the memory backend: see Backend.lookupHolder. */

@@ -7,10 +7,15 @@
   KEYS[1]  registry key  string: "<prefix>holder:<tag>", the manager's description
   ARGV[1]  who           a description of the manager, e.g. "host-1 pid 4242"
   ARGV[2]  ttl           how long the entry lives, milliseconds (the manager writes it again
-                         well before then while it holds or takes leases)
+                         well before then while it holds or takes leases); "0": the manager
+                         closed with none of its leases left: the entry is deleted
 
   Returns
-    1  written
+    1  written (or deleted)
 ]]
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[2] == '0' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return 1

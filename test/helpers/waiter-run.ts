@@ -176,7 +176,7 @@ class Run {
     const settings = { prefix, recheck: plan.recheck, localHandoffs: plan.localHandoffs };
     this.#locks = Array.from({ length: plan.managers }, () => h.locks(settings));
     this.#semaphores = this.#locks.map((locks) => locks.semaphore(SEMAPHORE, { limit: plan.semLimit }));
-    this.#checker = h.locks({ prefix });
+    this.#checker = h.locks({ prefix, holder: false }); // registers nothing: it is still open when the keys are checked
     this.#closedAt = this.#locks.map(() => undefined);
     this.#stallMs = plan.steps.reduce((sum, step) => sum + (step.op === 'stall' ? step.ms : 0), 0);
   }

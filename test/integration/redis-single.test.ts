@@ -57,18 +57,19 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
     await second.release();
   });
 
-  it('a release that grants the lock to a waiter of another manager deletes the holder record of the lease it ends', async () => {
+  it('a release that grants the lock to a waiter of another manager: the new holder is named at once, nothing per lease to clean up', async () => {
     const prefix = uniquePrefix();
-    const [recording, other] = [await managerOn(driver, redis.server.port, { prefix, holder: 'worker-1' }), await managerOn(driver, redis.server.port, { prefix })];
+    const [first, other] = [await managerOn(driver, redis.server.port, { prefix, holder: 'worker-1' }), await managerOn(driver, redis.server.port, { prefix, holder: 'worker-2' })];
     const keys = lockKeys(prefix, 'described');
-    const lease = await recording.acquire('described', { ttl: 10_000 });
-    await expect.poll(() => redis.raw.hget(keys.holder, 'who'), { timeout: 2000, interval: 5 }).toBe('worker-1');
+    const lease = await first.acquire('described', { ttl: 10_000 });
+    expect((await other.inspect('described')).holder?.who).toBe('worker-1');
     const waiting = other.acquire('described', { wait: 10_000 });
     await expect.poll(() => redis.raw.zcard(keys.queue), { timeout: 2000, interval: 5 }).toBe(1);
     await lease.release();
     const next = await waiting;
     expect(await redis.raw.get(keys.lock)).toBe(next.token);
-    expect(await redis.raw.exists(keys.holder)).toBe(0);
+    expect((await first.inspect('described')).holder?.who).toBe('worker-2');
+    expect(await redis.raw.exists(keys.holder)).toBe(0); // no per-lease record, ever
     await next.release();
   });
 
@@ -94,7 +95,9 @@ describe.each<Driver>(['ioredis', 'node-redis'])('single Redis through %s', (dri
     expect(pttl).toBeLessThanOrEqual(3000);
     expect(await redis.raw.get(`${prefix}{orders:42}`)).toBe(lease.token);
     expect(Number(await redis.raw.get(`${prefix}{orders:42}:fence`))).toBe(lease.fence);
-    expect((await redis.raw.keys(`${prefix}*`)).sort()).toEqual([`${prefix}{orders:42}`, `${prefix}{orders:42}:fence`]);
+    expect((await redis.raw.keys(`${prefix}{*`)).sort()).toEqual([`${prefix}{orders:42}`, `${prefix}{orders:42}:fence`]);
+    // Besides the lock's keys, one per manager: who it is, under the tag its tokens start with.
+    await expect.poll(() => redis.raw.keys(`${prefix}holder:*`), { timeout: 2000, interval: 5 }).toEqual([`${prefix}holder:${lease.token.slice(0, 8)}`]);
     await lease.release();
     expect(await redis.raw.exists(`${prefix}{orders:42}`)).toBe(0);
   });

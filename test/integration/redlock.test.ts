@@ -335,7 +335,7 @@ describe('Redlock options', () => {
       expect(() => createLocks({ redlock: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1/'] })).toThrow(/would vote twice/);
       expect(() => createLocks({ redlock: ['http://x'] })).toThrow(/redlock\[0\]/);
       expect(() => createLocks({ nodeTimeout: 50 })).toThrow(/only with "redlock"/);
-      expect(() => createLocks({ redlock: [client], redis: client })).toThrow(/only one of/);
+      expect(() => createLocks({ redlock: [client], redis: client })).toThrow(/exactly one of "redis", "url", "redlock" or "memory"/);
     } finally {
       client.disconnect();
     }
