@@ -9,13 +9,12 @@
  * timed out, once the migration ends (its queue entry, a lock they took).
  */
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { clusterLateSends } from '../../src/client/ioredis-adapter.js';
 import { createLocks, LockTimeoutError, type Lease, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { startMigration, type SlotMigration } from '../helpers/cluster-migration.js';
+import { useMigratingCluster } from '../helpers/migrating-cluster.js';
 import { uniquePrefix } from '../helpers/harness.js';
-import { RedisCluster } from '../helpers/redis-cluster.js';
 
 /** The clients' own command timeout, ms: under ioredis's 16 × 100 ms of TRYAGAIN retries. */
 const COMMAND_TIMEOUT = 300;
@@ -25,26 +24,13 @@ const TTL = 1000;
 /** How long ioredis may still send a command after it timed out (the default options), ms. */
 const LATE_SENDS = clusterLateSends({});
 
-let cluster: RedisCluster;
-let raw: Cluster;
-const cleanup: Array<() => Promise<unknown>> = [];
-const open = new Set<SlotMigration>();
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
-  raw = new Cluster(cluster.startupNodes);
-  raw.on('error', () => {});
-}, 60_000);
-afterAll(async () => {
-  for (const step of cleanup.reverse()) await step().catch(() => {});
-  raw?.disconnect();
-  await cluster?.stop();
-});
+const mc = useMigratingCluster({ replicasPerMaster: 0 });
+const { cleanup, migrating, end, closeLeftOpen } = mc;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function manager(prefix: string): Promise<Locks> {
-  const client = new Cluster(cluster.startupNodes, { redisOptions: { commandTimeout: COMMAND_TIMEOUT } });
+  const client = new Cluster(mc.cluster.startupNodes, { redisOptions: { commandTimeout: COMMAND_TIMEOUT } });
   client.on('error', () => {});
   const locks = createLocks({ redis: client, prefix });
   cleanup.push(async () => {
@@ -52,22 +38,6 @@ async function manager(prefix: string): Promise<Locks> {
     client.disconnect();
   });
   return locks;
-}
-
-async function migrating(key: string): Promise<SlotMigration> {
-  const migration = await startMigration(cluster, key);
-  open.add(migration);
-  return migration;
-}
-
-async function end(migration: SlotMigration, how: 'finish' | 'abort'): Promise<void> {
-  open.delete(migration);
-  await (how === 'finish' ? migration.finish() : migration.abort());
-}
-
-async function closeLeftOpen(): Promise<void> {
-  for (const migration of open) await migration.abort().catch(() => {});
-  open.clear();
 }
 
 function fresh(): [string, string] {
@@ -89,8 +59,8 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
   it('(the premise) ioredis still sends a command refused with TRYAGAIN after its commandTimeout failed it: it runs once the migration ends', async () => {
     const [prefix] = fresh();
     const [present, missing] = [`${prefix}{late}:a`, `${prefix}{late}:b`];
-    await raw.set(present, '1');
-    const client = new Cluster(cluster.startupNodes, { redisOptions: { commandTimeout: COMMAND_TIMEOUT } });
+    await mc.raw.set(present, '1');
+    const client = new Cluster(mc.cluster.startupNodes, { redisOptions: { commandTimeout: COMMAND_TIMEOUT } });
     client.on('error', () => {});
     cleanup.push(async () => client.disconnect());
     await client.get(present);
@@ -101,9 +71,9 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
       const sent = client.eval("redis.call('SET', KEYS[2], 'late'); return 1", 2, present, missing);
       await expect(sent).rejects.toThrow('Command timed out');
       expect(performance.now() - started).toBeLessThan(COMMAND_TIMEOUT + 200);
-      expect(await raw.exists(missing)).toBe(0);
+      expect(await mc.raw.exists(missing)).toBe(0);
       await end(migration, 'finish');
-      await vi.waitFor(async () => expect(await raw.get(missing)).toBe('late'), { timeout: LATE_SENDS, interval: 20 });
+      await vi.waitFor(async () => expect(await mc.raw.get(missing)).toBe('late'), { timeout: LATE_SENDS, interval: 20 });
     } finally {
       await closeLeftOpen();
     }
@@ -133,9 +103,9 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
       await next.release();
       // Its attempts that the client sends again after they timed out may run after this release
       // (ioredis retries them for up to ~1.6 s): the lock they take is given back once they are over.
-      await vi.waitFor(async () => expect(await raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0), { timeout: LATE_SENDS + 2000, interval: 100 });
+      await vi.waitFor(async () => expect(await mc.raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0), { timeout: LATE_SENDS + 2000, interval: 100 });
       await sleep(500);
-      expect(await raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0);
+      expect(await mc.raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0);
     } finally {
       await closeLeftOpen();
     }
@@ -151,7 +121,7 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
     // A lease of 30 s: a lock its late attempt took and nobody gave back would sit that long.
     const waiting = track(b.acquire(name, { ttl: 30_000, wait }));
     // It found the lock held and queued before the slot migrates.
-    await vi.waitFor(async () => expect(await raw.zcard(keys.queue)).toBe(1), { timeout: 2000, interval: 20 });
+    await vi.waitFor(async () => expect(await mc.raw.zcard(keys.queue)).toBe(1), { timeout: 2000, interval: 20 });
     const migration = await migrating(keys.lock);
     try {
       await waiting.done;
@@ -161,7 +131,7 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
       expect(ended.at - started).toBeGreaterThanOrEqual(wait - 10);
       expect(ended.at - started).toBeLessThan(wait + COMMAND_TIMEOUT + 400);
       // Its queue entry is gone (the leave runs on the source, which holds every key it names).
-      await vi.waitFor(async () => expect(await raw.zcard(keys.queue)).toBe(0), { timeout: 2000, interval: 50 });
+      await vi.waitFor(async () => expect(await mc.raw.zcard(keys.queue)).toBe(0), { timeout: 2000, interval: 50 });
       // The holder releases and the migration ends while the client still retries the waiter's
       // last attempts, which then run on the target and take the free lock with its token.
       await lease.release();
@@ -169,10 +139,10 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
       let lateWin = false;
       await vi.waitFor(
         async () => {
-          const token = await raw.get(keys.lock);
+          const token = await mc.raw.get(keys.lock);
           if (token !== null) lateWin = true;
           expect(token).toBeNull();
-          expect(await raw.exists(keys.queue, keys.alive)).toBe(0);
+          expect(await mc.raw.exists(keys.queue, keys.alive)).toBe(0);
         },
         { timeout: LATE_SENDS + 2000, interval: 50 },
       );

@@ -11,14 +11,11 @@
  * waits it out (no BackendError) and gets its permits once the migration is over; an acquire during
  * it does too; and nothing is left behind: no permit, no holder, no queue entry.
  */
-import { Cluster } from 'ioredis';
-import { createCluster } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocks, type Lease, type Locks } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Lease, Locks } from '../../src/index.js';
 import { semaphoreKeys, type LockKeys, type SemaphoreKind } from '../../src/keys.js';
-import { startMigration, type SlotMigration } from '../helpers/cluster-migration.js';
+import { useMigratingCluster } from '../helpers/migrating-cluster.js';
 import { uniquePrefix } from '../helpers/harness.js';
-import { RedisCluster } from '../helpers/redis-cluster.js';
 
 /** How long a test keeps the slot MIGRATING before the step it checks, ms: past ioredis's 1.6 s of TRYAGAIN retries. */
 const HOLD = 2000;
@@ -31,49 +28,14 @@ const LEAVE_BOUND = 2500;
 /** How long after the migration ends a waiter may take to get its permits, ms. */
 const WIN_BOUND = 3000;
 
-let cluster: RedisCluster;
-let raw: Cluster;
-const cleanup: Array<() => Promise<unknown>> = [];
-/** Migrations a failed test left open: aborted after it, so the next test finds the cluster stable. */
-const open = new Set<SlotMigration>();
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 1 });
-  raw = new Cluster(cluster.startupNodes);
-  raw.on('error', () => {});
-}, 60_000);
-afterAll(async () => {
-  for (const step of cleanup.reverse()) await step().catch(() => {});
-  raw?.disconnect();
-  await cluster?.stop();
-});
+const mc = useMigratingCluster({ replicasPerMaster: 1 });
+const { migrating, end, closeLeftOpen } = mc;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Driver = 'ioredis' | 'node-redis';
 
-async function manager(driver: Driver, prefix: string, recheck?: number): Promise<Locks> {
-  const settings = { prefix, ...(recheck === undefined ? {} : { recheck }) };
-  if (driver === 'ioredis') {
-    const client = new Cluster(cluster.startupNodes);
-    client.on('error', () => {});
-    const locks = createLocks({ redis: client, ...settings });
-    cleanup.push(async () => {
-      await locks.close();
-      client.disconnect();
-    });
-    return locks;
-  }
-  const client = createCluster({ rootNodes: cluster.rootNodes });
-  client.on('error', () => {});
-  await client.connect();
-  const locks = createLocks({ redis: client, ...settings });
-  cleanup.push(async () => {
-    await locks.close();
-    await client.close();
-  });
-  return locks;
-}
+const manager = (driver: Driver, prefix: string, recheck?: number): Promise<Locks> => mc.manager(driver, { prefix, ...(recheck === undefined ? {} : { recheck }) });
 
 /** What a test does with one kind of permit lock: hold it whole, wait for it, check it is free. */
 interface Subject {
@@ -107,25 +69,6 @@ const subjects: Record<string, Subject> = {
     tryAll: (l, name) => l.readWriteLock(name).tryWrite({ ttl: TTL }),
   },
 };
-
-async function migrating(key: string): Promise<SlotMigration> {
-  const migration = await startMigration(cluster, key);
-  open.add(migration);
-  return migration;
-}
-
-async function end(migration: SlotMigration, how: 'finish' | 'abort'): Promise<void> {
-  open.delete(migration);
-  await (how === 'finish' ? migration.finish() : migration.abort());
-}
-
-/** Aborts what a failed test left open (the slot would stay open for the next tests). */
-async function closeLeftOpen(): Promise<void> {
-  for (const migration of open) {
-    await migration.abort().catch((error: unknown) => console.error(`could not abort the migration of slot ${migration.slot}:`, error));
-  }
-  open.clear();
-}
 
 /** A key prefix and a name of the test's own: the name is the hash tag, so each test has a slot of its own (most likely). */
 function fresh(kind: SemaphoreKind): [string, string, LockKeys] {
@@ -178,12 +121,12 @@ async function until(check: () => Promise<boolean>, timeoutMs = 5000): Promise<v
 /** Nothing of the permit lock is left: no holder, no permit in use, no queue entry (checked with the slot stable). */
 async function expectNothingLeft(keys: LockKeys, tokens: readonly string[]): Promise<void> {
   for (const token of tokens) {
-    expect(await raw.zscore(keys.lock, token)).toBeNull();
-    expect(await raw.hget(keys.holder, token)).toBeNull();
+    expect(await mc.raw.zscore(keys.lock, token)).toBeNull();
+    expect(await mc.raw.hget(keys.holder, token)).toBeNull();
   }
-  expect(Number((await raw.hget(keys.holder, '#used')) ?? '0')).toBe(0);
-  expect(await raw.zcard(keys.queue)).toBe(0);
-  expect(await raw.hlen(keys.alive)).toBe(0);
+  expect(Number((await mc.raw.hget(keys.holder, '#used')) ?? '0')).toBe(0);
+  expect(await mc.raw.zcard(keys.queue)).toBe(0);
+  expect(await mc.raw.hlen(keys.alive)).toBe(0);
 }
 
 describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRATING, permit locks through %s', (driver) => {
@@ -221,7 +164,7 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
         let waiter: ReturnType<typeof background> | undefined;
         if (queued) {
           waiter = background(subject.waitFor(b, name, 20_000));
-          await until(async () => (await raw.zcard(keys.queue)) > 0); // queued, once its inbox listens
+          await until(async () => (await mc.raw.zcard(keys.queue)) > 0); // queued, once its inbox listens
         }
         const migration = await migrating(keys.lock);
         try {
@@ -257,7 +200,7 @@ describe.each<Driver>(['ioredis', 'node-redis'])('Redis Cluster slot held MIGRAT
       const wait = 3000;
       const started = performance.now();
       const waiter = background(subject.waitFor(b, name, wait));
-      await until(async () => (await raw.zcard(keys.queue)) > 0);
+      await until(async () => (await mc.raw.zcard(keys.queue)) > 0);
       const migration = await migrating(keys.lock);
       try {
         // Its attempts run while every key is on the source; after the release (which wakes it)
@@ -341,7 +284,7 @@ describe('Redis Cluster slot held MIGRATING: a waiter whose winning attempt is a
       const won = await Promise.all(waiters.map((w) => w.done));
       for (const [i, lease] of won.entries()) {
         const keys = semaphoreKeys(prefix, name, { limit: 1, permits: 1 }, kinds[i]!.kind);
-        expect(await raw.hget(keys.holder, lease.token), kinds[i]!.kind).not.toBeNull();
+        expect(await mc.raw.hget(keys.holder, lease.token), kinds[i]!.kind).not.toBeNull();
         await sleep(short); // renewed meanwhile
         expect(lease.held).toBe(true);
         await lease.release();

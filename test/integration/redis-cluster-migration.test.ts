@@ -12,88 +12,26 @@
  * ended with a BackendError and gets the lock after the release; no two leases overlap, and
  * fences increase.
  */
-import { GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
 import { Cluster } from 'ioredis';
-import { createCluster } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocks, type Lease, type Locks } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Lease, Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { startMigration, type SlotMigration } from '../helpers/cluster-migration.js';
+import { useMigratingCluster, type ClusterDriver } from '../helpers/migrating-cluster.js';
 import { uniquePrefix } from '../helpers/harness.js';
-import { RedisCluster } from '../helpers/redis-cluster.js';
 
 /** How long each test keeps the slot MIGRATING, ms: past three TTLs, and past ioredis's 1.6 s of TRYAGAIN retries. */
 const HOLD = 3500;
 /** The leases' TTL: renewed every third of it by the watchdog. */
 const TTL = 1000;
 
-let cluster: RedisCluster;
-const cleanup: Array<() => Promise<unknown>> = [];
-/** Migrations a failed test left open: aborted after it, so the next test finds the cluster stable. */
-const open = new Set<SlotMigration>();
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 1 });
-}, 60_000);
-afterAll(async () => {
-  for (const step of cleanup.reverse()) await step().catch(() => {});
-  await cluster?.stop();
-});
+const mc = useMigratingCluster({ replicasPerMaster: 1 });
+const { cleanup, migrating, end, closeLeftOpen } = mc;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-type Driver = 'ioredis' | 'node-redis' | 'valkey-glide';
+type Driver = ClusterDriver;
 
-async function manager(driver: Driver, settings: { prefix: string; holder?: boolean }): Promise<Locks> {
-  if (driver === 'ioredis') {
-    const client = new Cluster(cluster.startupNodes);
-    client.on('error', () => {});
-    const locks = createLocks({ redis: client, ...settings });
-    cleanup.push(async () => {
-      await locks.close();
-      client.disconnect();
-    });
-    return locks;
-  }
-  if (driver === 'valkey-glide') {
-    GlideLogger.setLoggerConfig('error');
-    const client = await GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 });
-    const locks = createLocks({ redis: client, ...settings });
-    cleanup.push(async () => {
-      await locks.close();
-      client.close();
-    });
-    return locks;
-  }
-  const client = createCluster({ rootNodes: cluster.rootNodes });
-  client.on('error', () => {});
-  await client.connect();
-  const locks = createLocks({ redis: client, ...settings });
-  cleanup.push(async () => {
-    await locks.close();
-    await client.close();
-  });
-  return locks;
-}
-
-async function migrating(key: string): Promise<SlotMigration> {
-  const migration = await startMigration(cluster, key);
-  open.add(migration);
-  return migration;
-}
-
-async function end(migration: SlotMigration, how: 'finish' | 'abort'): Promise<void> {
-  open.delete(migration);
-  await (how === 'finish' ? migration.finish() : migration.abort());
-}
-
-/** Aborts what a failed test left open (the slot would stay open for the next tests). */
-async function closeLeftOpen(): Promise<void> {
-  for (const migration of open) {
-    await migration.abort().catch((error: unknown) => console.error(`could not abort the migration of slot ${migration.slot}:`, error));
-  }
-  open.clear();
-}
+const manager = (driver: Driver, settings: { prefix: string; holder?: boolean }): Promise<Locks> => mc.manager(driver, settings);
 
 /** A key prefix and a lock name of the test's own: the name is the hash tag, so each test has a slot of its own (most likely). */
 function fresh(): [string, string] {
@@ -181,7 +119,7 @@ describe.each<Driver>(['ioredis', 'node-redis', 'valkey-glide'])('Redis Cluster 
       expect(first.lost()).toBeUndefined();
       // The migration completes: every key of the slot moves to the target, which now serves it.
       await end(migration, 'finish');
-      expect(await cluster.masterForKey(keys.lock)).toBe(migration.target);
+      expect(await mc.cluster.masterForKey(keys.lock)).toBe(migration.target);
       await sleep(TTL); // renewed on the target now
       expect(lease.held).toBe(true);
       expect(second).toBeUndefined();
@@ -238,7 +176,7 @@ describe('Redis Cluster slot held MIGRATING: a release that drops the last queue
     const lease = await a.acquire(name, { ttl: TTL });
     await until(async () => (await a.inspect(name)).holder !== null);
     // A waiter whose process is gone, already passed over once (" -"): nobody listens on its inbox.
-    const raw = new Cluster(cluster.startupNodes);
+    const raw = new Cluster(mc.cluster.startupNodes);
     cleanup.push(async () => raw.disconnect());
     const member = 'gone-manager:1';
     await raw.zadd(keys.queue, '1', member);
