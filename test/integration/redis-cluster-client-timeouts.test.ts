@@ -100,10 +100,19 @@ describe(`Redis Cluster slot held MIGRATING, through ioredis Cluster with comman
       expect(won.at).toBeGreaterThan(releasedAt);
       const next = won.lease!;
       expect(next.fence).toBeGreaterThan(lease.fence);
+      const releasedNext = performance.now();
       await next.release();
       // Its attempts that the client sends again after they timed out may run after this release
-      // (ioredis retries them for up to ~1.6 s): the lock they take is given back once they are over.
-      await vi.waitFor(async () => expect(await mc.raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0), { timeout: LATE_SENDS + 2000, interval: 100 });
+      // (ioredis retries them for up to ~1.6 s) and take the lock again: it is given back once the
+      // client's late sends are over (LATE_SENDS after the last attempt timed out, which was before
+      // this release). So nothing is left once that window has passed, and nothing comes after it.
+      await vi.waitFor(
+        async () => {
+          expect(performance.now()).toBeGreaterThan(releasedNext + LATE_SENDS + 500);
+          expect(await mc.raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0);
+        },
+        { timeout: LATE_SENDS + 3000, interval: 100 },
+      );
       await sleep(500);
       expect(await mc.raw.exists(keys.lock, keys.queue, keys.alive)).toBe(0);
     } finally {
