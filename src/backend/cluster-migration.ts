@@ -19,13 +19,13 @@
  *    Waiter.attempt);
  *  - a waiter's leave (leave.lua, semaphore-leave.lua) that is refused takes it out of the queue on
  *    the queue key (leave-queue.lua), and its caller releases in case it was granted meanwhile:
- *    {@link leaveOnQueue}.
+ *    {@link leaveOrFallBack}.
  */
-import type { ScriptClient } from '../client/script-client.js';
-import { isSlotRefusal } from '../client/script-client.js';
+import { isSlotRefusal, type ScriptClient } from '../client/script-client.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import type { LockKeys } from '../keys.js';
+import type { LuaScript } from '../lua/lua-script.js';
 import { asInteger, runScript } from '../lua/run-script.js';
 import { leaveQueueScript, releaseKeyScript, semaphoreReleaseKeyScript, wakeQueueScript } from '../lua/scripts.generated.js';
 import type { OwnershipReply, ReleaseReply } from './backend.js';
@@ -43,6 +43,22 @@ const fallbacks = new Deadlines();
 /** How many queued waiters a fallback release tells to look again, from the head of the queue. */
 const WAKE_COUNT = '16';
 
+/** Tells the first queued waiters to look again (wake-queue.lua, on the queue key alone); not waited for. */
+function wakeQueue(client: ScriptClient, keys: LockKeys, inboxAt: string, sharded: string): void {
+  void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+}
+
+/**
+ * `script` on `keys`, or, when Redis refuses that for where the keys are (a migration that moved
+ * some of them and not yet the others), on `fewer` of them.
+ */
+function onKeysOrFewer(client: ScriptClient, script: LuaScript, keys: readonly string[], fewer: readonly string[], args: readonly string[]): Promise<unknown> {
+  return runScript(client, script, keys, args).catch((error: unknown) => {
+    if (!isSlotRefusal(error)) throw error;
+    return runScript(client, script, fewer, args);
+  });
+}
+
 /**
  * The fallback of a release on a Cluster: frees the lock on its key alone, only if it holds
  * `token`; once freed, tells the first queued waiters to look again (not waited for: the queue key
@@ -51,7 +67,7 @@ const WAKE_COUNT = '16';
 export async function releaseOnKey(client: ScriptClient, keys: LockKeys, token: string, inboxAt: string, sharded: string): Promise<OwnershipReply> {
   const code = asInteger(await runScript(client, releaseKeyScript, [keys.lock], [token]), releaseKeyScript);
   if (code === 1) {
-    void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+    wakeQueue(client, keys, inboxAt, sharded);
     return 'ok';
   }
   return code === 0 ? 'gone' : 'taken';
@@ -66,12 +82,9 @@ export async function releaseOnKey(client: ScriptClient, keys: LockKeys, token: 
  */
 export async function releasePermitsOnKey(client: ScriptClient, keys: LockKeys, token: string, inboxAt: string, sharded: string): Promise<OwnershipReply> {
   const script = semaphoreReleaseKeyScript;
-  const reply = await runScript(client, script, [keys.holder, keys.lock], [token]).catch((error: unknown) => {
-    if (!isSlotRefusal(error)) throw error;
-    return runScript(client, script, [keys.holder], [token]);
-  });
+  const reply = await onKeysOrFewer(client, script, [keys.holder, keys.lock], [keys.holder], [token]);
   if (asInteger(reply, script) !== 1) return 'gone';
-  void runScript(client, wakeQueueScript, [keys.queue], [inboxAt, sharded, WAKE_COUNT]).catch(() => {});
+  wakeQueue(client, keys, inboxAt, sharded);
   return 'ok';
 }
 
@@ -151,10 +164,6 @@ export async function leaveOrFallBack(full: Promise<boolean>, client: ScriptClie
   } catch (error) {
     if (!isSlotRefusal(error)) throw error;
   }
-  const args = [member, inboxAt, sharded];
-  await runScript(client, leaveQueueScript, [keys.queue, keys.alive], args).catch((error: unknown) => {
-    if (!isSlotRefusal(error)) throw error;
-    return runScript(client, leaveQueueScript, [keys.queue], args);
-  });
+  await onKeysOrFewer(client, leaveQueueScript, [keys.queue, keys.alive], [keys.queue], [member, inboxAt, sharded]);
   return true;
 }

@@ -7,9 +7,10 @@
  * lease; it must not give the lease back first, or that release, overtaken by the next attempt,
  * frees the lease the waiter then returns.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Backend } from '../../src/backend/backend.js';
-import { createLocks, createMemoryStore, type Lease, type Locks } from '../../src/index.js';
+import { createMemoryStore, type Lease, type Locks } from '../../src/index.js';
+import { memoryManagers } from '../helpers/memory-managers.js';
 
 /**
  * The switches of the wrapped backend: `late` delays the reply of the next acquire that wins, by
@@ -20,45 +21,26 @@ const state = { late: false, lateBy: 0, runLate: 0, releaseDelay: 0 };
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-vi.mock('../../src/backend/choose.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/backend/choose.js')>();
-  return {
-    ...original,
-    chooseBackend: (...args: Parameters<typeof original.chooseBackend>): Backend => {
-      const backend = original.chooseBackend(...args);
-      return {
-        ...backend,
-        name: backend.name,
-        handsOff: backend.handsOff,
-        semaphores: backend.semaphores,
-        async acquire(...call: Parameters<Backend['acquire']>) {
-          if (state.runLate > 0) await sleep(state.runLate);
-          const reply = await backend.acquire(...call);
-          if (reply.acquired && state.late) {
-            state.late = false; // once
-            await sleep(state.lateBy);
-          }
-          return reply;
-        },
-        async release(...call: Parameters<Backend['release']>) {
-          await sleep(state.releaseDelay);
-          return backend.release(...call);
-        },
-      };
+vi.mock('../../src/backend/choose.js', async (importOriginal) =>
+  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({
+    async acquire(...call: Parameters<Backend['acquire']>) {
+      if (state.runLate > 0) await sleep(state.runLate);
+      const reply = await backend.acquire(...call);
+      if (reply.acquired && state.late) {
+        state.late = false; // once
+        await sleep(state.lateBy);
+      }
+      return reply;
     },
-  };
-});
+    async release(...call: Parameters<Backend['release']>) {
+      await sleep(state.releaseDelay);
+      return backend.release(...call);
+    },
+  })),
+);
 
-const made: Locks[] = [];
-const manager = (store = createMemoryStore()): Locks => {
-  const locks = createLocks({ memory: store, recheck: 100 });
-  made.push(locks);
-  return locks;
-};
-
-afterEach(async () => {
+const manager = memoryManagers(() => {
   Object.assign(state, { late: false, lateBy: 0, runLate: 0, releaseDelay: 0 });
-  for (const locks of made.splice(0)) await locks.close();
 });
 
 describe('a waiter whose winning attempt is answered after its TTL', () => {

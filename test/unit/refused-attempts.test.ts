@@ -4,10 +4,11 @@
  * wrapped so that its acquires are refused while `refusing` is set: the wait goes on until its
  * deadline, no refused attempt is given back, and a one-shot attempt still fails with the refusal.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Backend } from '../../src/backend/backend.js';
 import { BackendError } from '../../src/errors.js';
-import { createLocks, createMemoryStore, type Locks } from '../../src/index.js';
+import { createMemoryStore } from '../../src/index.js';
+import { memoryManagers } from '../helpers/memory-managers.js';
 
 const refusal = (): BackendError =>
   new BackendError('acquire', 'Too many Cluster redirections. Last error: ReplyError: TRYAGAIN Multiple keys request during rehashing of slot');
@@ -15,46 +16,27 @@ const refusal = (): BackendError =>
 /** What the wrapped backend saw, and the switch that makes it refuse acquires. */
 const state = { refusing: false, refused: 0, releasedTokens: [] as string[] };
 
-vi.mock('../../src/backend/choose.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/backend/choose.js')>();
-  return {
-    ...original,
-    chooseBackend: (...args: Parameters<typeof original.chooseBackend>): Backend => {
-      const backend = original.chooseBackend(...args);
-      return {
-        ...backend,
-        name: backend.name,
-        handsOff: backend.handsOff,
-        semaphores: backend.semaphores,
-        acquire(...call: Parameters<Backend['acquire']>) {
-          if (state.refusing) {
-            state.refused++;
-            return Promise.reject(refusal());
-          }
-          return backend.acquire(...call);
-        },
-        release(keys, token, handOff) {
-          state.releasedTokens.push(token);
-          return backend.release(keys, token, handOff);
-        },
-      };
+vi.mock('../../src/backend/choose.js', async (importOriginal) =>
+  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({
+    acquire(...call: Parameters<Backend['acquire']>) {
+      if (state.refusing) {
+        state.refused++;
+        return Promise.reject(refusal());
+      }
+      return backend.acquire(...call);
     },
-  };
-});
+    release(keys, token, handOff) {
+      state.releasedTokens.push(token);
+      return backend.release(keys, token, handOff);
+    },
+  })),
+);
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const made: Locks[] = [];
-const manager = (store = createMemoryStore()): Locks => {
-  const locks = createLocks({ memory: store, recheck: 100 });
-  made.push(locks);
-  return locks;
-};
-
-afterEach(async () => {
+const manager = memoryManagers(() => {
   state.refusing = false;
   state.refused = 0;
   state.releasedTokens = [];
-  for (const locks of made.splice(0)) await locks.close();
 });
 
 describe('a waiter whose attempts are refused (a Cluster slot that migrates)', () => {

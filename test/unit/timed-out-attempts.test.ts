@@ -8,57 +8,39 @@
  */
 import { TimeoutError as GlideTimeoutError } from '@valkey/valkey-glide';
 import { CommandTimeoutDuringMaintenanceError, ConnectionTimeoutError, TimeoutError as NodeRedisTimeoutError } from 'redis';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Backend } from '../../src/backend/backend.js';
 import { isClientTimeout } from '../../src/client/script-client.js';
 import { BackendError, UnreachableError } from '../../src/errors.js';
-import { createLocks, createMemoryStore, type Locks } from '../../src/index.js';
+import { createMemoryStore } from '../../src/index.js';
+import { memoryManagers } from '../helpers/memory-managers.js';
 
 /** What the wrapped backend saw, and the switch that makes acquires time out in the "client". */
 const state = { timingOut: false, timedOut: 0, tokens: new Set<string>(), releasedTokens: [] as string[] };
 
-vi.mock('../../src/backend/choose.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../src/backend/choose.js')>();
-  return {
-    ...original,
-    chooseBackend: (...args: Parameters<typeof original.chooseBackend>): Backend => {
-      const backend = original.chooseBackend(...args);
-      return {
-        ...backend,
-        name: backend.name,
-        handsOff: backend.handsOff,
-        semaphores: backend.semaphores,
-        acquire(...call: Parameters<Backend['acquire']>) {
-          const ran = backend.acquire(...call);
-          if (!state.timingOut) return ran;
-          state.timedOut++;
-          state.tokens.add(call[1]);
-          // It ran; its reply is lost to the client's timeout (wrapped as runScript wraps it).
-          return ran.then(() => Promise.reject(new BackendError('acquire', 'Command timed out', { cause: new Error('Command timed out') })));
-        },
-        release(keys, token, handOff) {
-          state.releasedTokens.push(token);
-          return backend.release(keys, token, handOff);
-        },
-      };
+vi.mock('../../src/backend/choose.js', async (importOriginal) =>
+  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({
+    acquire(...call: Parameters<Backend['acquire']>) {
+      const ran = backend.acquire(...call);
+      if (!state.timingOut) return ran;
+      state.timedOut++;
+      state.tokens.add(call[1]);
+      // It ran; its reply is lost to the client's timeout (wrapped as runScript wraps it).
+      return ran.then(() => Promise.reject(new BackendError('acquire', 'Command timed out', { cause: new Error('Command timed out') })));
     },
-  };
-});
+    release(keys, token, handOff) {
+      state.releasedTokens.push(token);
+      return backend.release(keys, token, handOff);
+    },
+  })),
+);
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const made: Locks[] = [];
-const manager = (store = createMemoryStore()): Locks => {
-  const locks = createLocks({ memory: store, recheck: 100 });
-  made.push(locks);
-  return locks;
-};
-
-afterEach(async () => {
+const manager = memoryManagers(() => {
   state.timingOut = false;
   state.timedOut = 0;
   state.tokens.clear();
   state.releasedTokens = [];
-  for (const locks of made.splice(0)) await locks.close();
 });
 
 describe('isClientTimeout', () => {

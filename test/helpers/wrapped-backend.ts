@@ -1,0 +1,21 @@
+/**
+ * What the unit tests of a waiter's odd replies share: the backend module with `chooseBackend`
+ * wrapped, so that a test overrides some calls of the chosen backend (the in-memory one: a product
+ * feature, not a mock of Redis). Managers on it: memory-managers.ts.
+ *
+ * vitest hoists `vi.mock` above the imports, so a test file imports this module inside its mock
+ * factory; it imports nothing of latchkey's at run time (the mocked module would wait for itself): `vi.mock(path, async (o) => (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await o(), wrap))`.
+ */
+import type { Backend } from '../../src/backend/backend.js';
+import type * as Choose from '../../src/backend/choose.js';
+
+/** `original` with its `chooseBackend` returning the chosen backend with `wrap`'s calls in place of its own. */
+export function wrapChosenBackend(original: typeof Choose, wrap: (backend: Backend) => Partial<Backend>): typeof Choose {
+  return {
+    ...original,
+    chooseBackend: (...args: Parameters<typeof original.chooseBackend>): Backend => {
+      const backend = original.chooseBackend(...args);
+      return { ...backend, name: backend.name, handsOff: backend.handsOff, semaphores: backend.semaphores, ...wrap(backend) };
+    },
+  };
+}
