@@ -27,7 +27,6 @@ const source = (file) => fs.readFileSync(new URL(file, import.meta.url), 'utf8')
 const ACQUIRE = process.env.ACQUIRE_LUA ? fs.readFileSync(process.env.ACQUIRE_LUA, 'utf8') : source('../src/lua/acquire.lua');
 const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LUA, 'utf8') : source('../src/lua/release.lua');
 const WAKE_RELEASE = process.env.WAKE_RELEASE_LUA ? fs.readFileSync(process.env.WAKE_RELEASE_LUA, 'utf8') : source('../src/lua/wake-release.lua');
-const RETENTION = String(24 * 60 * 60 * 1000);
 const FENCE_TTL = String(10_000 + 24 * 60 * 60 * 1000); // the lease's ttl + the counter's retention
 const COUNTER_START = 1_700_000_000_000_000; // a fence counter in µs, as a node's clock seeds it
 const token = (i) => i.toString(16).padStart(32, '0');
@@ -64,7 +63,7 @@ try {
         (p, j) => {
           p.zadd(keys[2], j + 1, `inbox1:w${j + 1}`);
           p.hset(keys[3], `inbox1:w${j + 1}`, `${Date.now() + 100_000} 10000 ${token(j + 1)}`);
-          p.evalsha(sha.RELEASE, 5, ...keys, `${k}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0');
+          p.evalsha(sha.RELEASE, 4, ...keys, token(j), 'p:');
         },
       ),
     'grant: ring pass-on': () =>
@@ -75,7 +74,7 @@ try {
     'queue join: latchkey acquire.lua': () =>
       measure(
         () => client.set(k, 'holder', 'PX', 100_000),
-        (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', FENCE_TTL, '', `inbox1:w${j % 64}`, '3000'),
+        (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', '', `inbox1:w${j % 64}`, '3000'),
       ),
     'free pair: latchkey acquire.lua + release.lua': () =>
       measure(
@@ -83,8 +82,8 @@ try {
         (p, j) => {
           const lock = `{k${j}}`;
           const lockKeysOf = [lock, `${lock}:fence`, `${lock}:queue`, `${lock}:alive`];
-          p.evalsha(sha.ACQUIRE, 2, lock, `${lock}:fence`, token(j), '10000', FENCE_TTL, '');
-          p.evalsha(sha.RELEASE, 5, ...lockKeysOf, `${lock}:holder`, token(j), 'p:', '0', '', '0', RETENTION, '0');
+          p.evalsha(sha.ACQUIRE, 2, lock, `${lock}:fence`, token(j), '10000');
+          p.evalsha(sha.RELEASE, 4, ...lockKeysOf, token(j), 'p:');
         },
         2,
       ),
@@ -95,8 +94,8 @@ try {
         () => client.set(`${k}:fence`, String(COUNTER_START), 'PX', FENCE_TTL),
         (p, j) => {
           const floor = String(COUNTER_START + j + 1);
-          p.evalsha(sha.ACQUIRE, 2, k, `${k}:fence`, token(j), '10000', FENCE_TTL, floor);
-          p.evalsha(sha.WAKE_RELEASE, 4, k, `${k}:queue`, `${k}:alive`, `${k}:holder`, token(j), 'p:');
+          p.evalsha(sha.ACQUIRE, 2, k, `${k}:fence`, token(j), '10000', floor);
+          p.evalsha(sha.WAKE_RELEASE, 3, k, `${k}:queue`, `${k}:alive`, token(j), 'p:');
         },
         2,
       ),

@@ -13,6 +13,9 @@ import { KeyQueue } from './wait/key-queue.js';
 import type { Attempt, Grant } from './wait/wait-context.js';
 import { Waiter } from './wait/waiter.js';
 
+/** How many locks found held lately a manager remembers (see LockWaits.#heldLately). */
+const HELD_LATELY_MAX = 1024;
+
 /**
  * The locks of one manager: each lock's local queue ({@link KeyQueue}), its waiters' way to the
  * backend, and the leases they get. A lease's release hands the lock to the next caller of this
@@ -21,6 +24,11 @@ import { Waiter } from './wait/waiter.js';
 export class LockWaits {
   readonly #ctx: ManagerContext;
   readonly #queues = new Map<string, KeyQueue>();
+  /**
+   * Locks whose last lone first attempt found them held: the next one queues in the backend at
+   * once (see {@link Waiter.probe}), so that a lock that is contended costs no extra round trip.
+   */
+  readonly #heldLately = new Set<string>();
 
   constructor(ctx: ManagerContext) {
     this.#ctx = ctx;
@@ -61,6 +69,8 @@ export class LockWaits {
       // Nobody of this process holds or waits for the lock: try at once (the common, uncontended
       // case). Callers arriving meanwhile queue behind.
       waiter.state = 'active';
+      const heldLately = this.#heldLately.size > 0 && this.#heldLately.has(keys.name);
+      waiter.probe = !heldLately;
       let first: Attempt;
       try {
         first = await waiter.attempt();
@@ -69,7 +79,11 @@ export class LockWaits {
         throw error;
       }
       const grant = waiter.won(first);
-      if (grant) return this.#leaseFor(queue, waiter, grant);
+      if (grant) {
+        if (heldLately) this.#heldLately.delete(keys.name);
+        return this.#leaseFor(queue, waiter, grant);
+      }
+      if (!first.reply.acquired && !heldLately) this.#markHeldLately(keys.name);
       if (trace) trace.contended = true;
       // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
       return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
@@ -113,11 +127,19 @@ export class LockWaits {
    * it in the release's own round trip (a new token and a new fence), up to `localHandoffs` times
    * in a row; then it goes to the next waiter of another process, if any.
    */
-  async release(lease: Lease, keys: LockKeys, token: string): Promise<OwnershipReply> {
-    const { backend, settings, driftFactor } = this.#ctx;
+  release(lease: Lease, keys: LockKeys, token: string): Promise<OwnershipReply> {
+    const { backend, settings } = this.#ctx;
     const queue = this.#queues.get(keys.name);
     const next = queue?.holder === lease && settings.localHandoffs > 0 && backend.handsOff ? queue.waiters[0] : undefined;
-    if (!queue || !next || next.state !== 'queued') return plainRelease(this.#ctx, keys, token);
+    // Without a hand-off, release.lua never answers one: the reply is an OwnershipReply.
+    if (!queue || !next || next.state !== 'queued') return backend.release(keys, token) as Promise<OwnershipReply>;
+    return this.#handOff(queue, next, keys, token);
+  }
+
+  /** A release that hands the lock to `next`, the first caller of this process waiting for it. */
+  async #handOff(queue: KeyQueue, next: Waiter, keys: LockKeys, token: string): Promise<OwnershipReply> {
+    const { backend, settings, driftFactor } = this.#ctx;
+    const lease = queue.holder!;
     next.state = 'active'; // being handed the lock: not for the timeout or the pump to take
     const sentAt = now();
     let reply;
@@ -274,6 +296,12 @@ export class LockWaits {
     return lease;
   }
 
+  /** Remembers that `name` was found held (bounded: the set is emptied when full, which only costs a round trip on the next contended first attempts). */
+  #markHeldLately(name: string): void {
+    if (this.#heldLately.size >= HELD_LATELY_MAX) this.#heldLately.clear();
+    this.#heldLately.add(name);
+  }
+
   #queue(name: string): KeyQueue {
     let queue = this.#queues.get(name);
     if (!queue) this.#queues.set(name, (queue = new KeyQueue(name)));
@@ -284,9 +312,4 @@ export class LockWaits {
   #forget(queue: KeyQueue): void {
     if (queue.idle && this.#queues.get(queue.name) === queue) this.#queues.delete(queue.name);
   }
-}
-
-async function plainRelease(ctx: ManagerContext, keys: LockKeys, token: string): Promise<OwnershipReply> {
-  const reply = await ctx.backend.release(keys, token);
-  return typeof reply === 'object' ? 'ok' : reply;
 }

@@ -54,6 +54,7 @@ export class LateAcquires {
    * until the next give-back. (Sent after this acquire, the repeat could delete the lease it wins.)
    */
   sending(token: string): void {
+    if (this.#tokens.size === 0) return; // the common case (always, on one Redis): nothing to look up
     const late = this.#tokens.get(token);
     if (late?.timer === undefined) return;
     clearTimeout(late.timer);
@@ -65,6 +66,7 @@ export class LateAcquires {
    * the give-back is repeated once that is over, unless an acquire of it is sent meanwhile.
    */
   gaveBack(keys: LockKeys, token: string, backend: GiveBack): void {
+    if (this.#tokens.size === 0) return;
     const late = this.#tokens.get(token);
     if (!late) return;
     clearTimeout(late.timer);

@@ -49,23 +49,28 @@ export interface ScriptCall {
 
 /**
  * acquire.lua's keys and arguments: the queue's only for a caller that queues (the script's
- * optional ones); `fenceFloor` on a Redlock node (see acquire.lua), none on a single Redis.
+ * optional ones); `fenceFloor` on a Redlock node (see acquire.lua), none on a single Redis. The
+ * common call, a free lock on a single Redis, is two keys and two arguments.
  */
 export function acquireCall(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry, fenceFloor?: number): ScriptCall {
-  const floor = fenceFloor === undefined ? '' : String(fenceFloor);
-  const fenceTtl = counterTtl(ttl);
+  const ttlArg = String(ttl);
   if (queue) {
-    return { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, String(ttl), fenceTtl, floor, queue.member, String(queue.entryTtl)] };
+    const floor = fenceFloor === undefined ? '' : String(fenceFloor);
+    return { keys: [keys.lock, keys.fence, keys.queue, keys.alive], args: [token, ttlArg, floor, queue.member, String(queue.entryTtl)] };
   }
-  return { keys: [keys.lock, keys.fence], args: [token, String(ttl), fenceTtl, floor] };
+  return { keys: [keys.lock, keys.fence], args: fenceFloor === undefined ? [token, ttlArg] : [token, ttlArg, String(fenceFloor)] };
 }
 
 const parseAcquire = (reply: unknown): AcquireReply => acquireReply(reply, acquireScript);
 const parseWakeRelease = (reply: unknown): ReleaseReply => ownership(asInteger(reply, wakeReleaseScript), 'release');
 const parseSemaphoreRelease = (reply: unknown): ReleaseReply => (asInteger(reply, semaphoreReleaseScript) === 1 ? 'ok' : 'gone');
+/** release.lua's reply: a bare status (1 released, 0 gone, -1 taken), or `{2, fence}` for a hand-off. */
 const parseRelease = (reply: unknown): ReleaseReply => {
+  if (reply === 1) return 'ok'; // the common reply, first
+  if (!Array.isArray(reply)) return ownership(asInteger(reply, releaseScript), 'release');
   const [status, fence] = asPair(reply, releaseScript);
-  return status === 2 ? { handedOff: fence } : ownership(status, 'release');
+  if (status !== 2) throw new BackendError('release', `unexpected reply ${JSON.stringify(reply)}`);
+  return { handedOff: fence };
 };
 
 /**
@@ -83,6 +88,12 @@ export function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
   }
   const [status, value] = asPair(reply, script);
   return status === 1 ? { acquired: true, fence: value } : { acquired: false, ttl: value };
+}
+
+/** release.lua's arguments: the optional ones (Cluster's SPUBLISH flag, a hand-off) only when needed, trailing. */
+function releaseArgs(token: string, inboxAt: string, sharded: string, handOff: HandOff | undefined): string[] {
+  if (handOff) return [token, inboxAt, sharded, handOff.token, String(handOff.ttl), handOff.passOn ? '1' : '0'];
+  return sharded === '1' ? [token, inboxAt, sharded] : [token, inboxAt];
 }
 
 function ownership(code: number, operation: string): OwnershipReply {
@@ -190,7 +201,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   ];
 
   /** One acquire (acquire.lua, or semaphore-acquire.lua), with the WAIT of replica acknowledgement when asked. */
-  const acquireOn = async (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> => {
+  const acquireOn = (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> => {
+    if (keys.semaphore || replication) return acquireFully(client, keys, token, ttl, queue);
+    // A lock without replica acknowledgement, the common case: the script's promise and its parse.
+    const call = acquireCall(keys, token, ttl, queue);
+    return runScript(client, acquireScript, call.keys, call.args).then(parseAcquire);
+  };
+  /** {@link acquireOn} for a semaphore, or with replica acknowledgement. */
+  const acquireFully = async (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> => {
     const sem = keys.semaphore;
     const script = sem ? semaphoreAcquireScript : acquireScript;
     let scriptKeys: readonly string[];
@@ -224,12 +242,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
     const full = wake
       ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
-      : runScript(
-          client,
-          releaseScript,
-          [keys.lock, keys.fence, keys.queue, keys.alive],
-          [token, inboxAt, String(handOff?.ttl ?? 0), handOff?.token ?? '', handOff?.passOn ? '1' : '0', RETENTION, sharded],
-        ).then(parseRelease);
+      : runScript(client, releaseScript, [keys.lock, keys.fence, keys.queue, keys.alive], releaseArgs(token, inboxAt, sharded, handOff)).then(parseRelease);
     // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
     // is then freed on its key alone.
     return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
@@ -248,6 +261,16 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   // Acquires that timed out in a client that may still send them (an ioredis Cluster's retries):
   // a give-back of their token is repeated once they can no longer run (see late-acquires.ts).
   const late = new LateAcquires();
+  /** One acquire on a connected client; on a client that may send a timed-out command late (a Cluster's), its token is noted. */
+  const acquireVia = (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue: QueueEntry | undefined): Promise<AcquireReply> => {
+    late.sending(token);
+    const acquiring = acquireOn(client, keys, token, ttl, queue);
+    if (!client.lateSends) return acquiring;
+    return acquiring.catch((error: unknown) => {
+      if (isClientTimeout(error)) late.note(token, queue?.member, client.lateSends!);
+      throw error;
+    });
+  };
   const backend: RedisBackend = {
     name: options.label ?? (ready ? `redis (${ready.driver})` : 'redis'),
     server: options.server,
@@ -257,15 +280,9 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     get resends() {
       return resends;
     },
-    async acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry) {
-      const client = ready ?? (await connect());
-      late.sending(token);
-      try {
-        return await acquireOn(client, keys, token, ttl, queue);
-      } catch (error) {
-        if (client.lateSends && isClientTimeout(error)) late.note(token, queue?.member, client.lateSends);
-        throw error;
-      }
+    acquire(keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> {
+      // No async function on the hot path: the script's promise, and its reply's parse.
+      return ready ? acquireVia(ready, keys, token, ttl, queue) : connect().then((client) => acquireVia(client, keys, token, ttl, queue));
     },
     async acquireAll(keys, token, ttl): Promise<MultiAcquireReply | undefined> {
 
@@ -283,9 +300,8 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       }
       throw new BackendError('multiAcquire', `unexpected reply ${JSON.stringify(reply)}`);
     },
-    async release(keys, token, handOff): Promise<ReleaseReply> {
-      const client = ready ?? (await connect());
-      const releasing = releaseOn(client, keys, token, handOff);
+    release(keys, token, handOff): Promise<ReleaseReply> {
+      const releasing = ready ? releaseOn(ready, keys, token, handOff) : connect().then((client) => releaseOn(client, keys, token, handOff));
       late.gaveBack(keys, token, backend); // once sent
       return releasing;
     },

@@ -9,24 +9,25 @@
   KEYS[1]  lock key    string: the holder's token
   KEYS[2]  fence key   string: the last fence issued for this lock (an integer)
   KEYS[3]? queue key   sorted set: waiters in arrival order (member: waiter, score: arrival µs);
-                       passed with KEYS[4], ARGV[5] and ARGV[6], only by a caller that queues
+                       passed with KEYS[4], ARGV[4] and ARGV[5], only by a caller that queues
   KEYS[4]? alive key   hash: waiter -> "<deadline ms> <ttl ms> <token>", the entry's expiry
                        (server clock) and what a release needs to grant the lock to it
   ARGV[1]  token       the caller's token: its manager's tag (8 hex digits, not secret: see
                        Returns) and 128 random bits (32 hex digits)
   ARGV[2]  ttl         lease time to live, milliseconds, positive integer
-  ARGV[3]  fence ttl   how long the fence counter lives: the lease's ttl plus how long the
-                       counter outlives it, milliseconds
-  ARGV[4]  floor       "" on a single Redis; on a Redlock node, the caller's guess of the next
-                       fence, an integer: the highest fence it has seen a node issue for this lock,
-                       plus 1 (0 when it has seen none). See Returns: it is a hint, bounded by the
-                       server's clock, never a clock of the caller's
-  ARGV[5]? waiter      "<inbox>:<id>" to queue under when the lock is busy; absent: not queued
-  ARGV[6]? entry ttl   how long a queue entry lives without another attempt, milliseconds
+  ARGV[3]? floor       absent or "" on a single Redis; on a Redlock node, the caller's guess of
+                       the next fence, an integer: the highest fence it has seen a node issue for
+                       this lock, plus 1 (0 when it has seen none). See Returns: it is a hint,
+                       bounded by the server's clock, never a clock of the caller's
+  ARGV[4]? waiter      "<inbox>:<id>" to queue under when the lock is busy; absent: not queued
+  ARGV[5]? entry ttl   how long a queue entry lives without another attempt, milliseconds
 
-  The queue's keys and arguments go together: a call passes all four or none. Fewer arguments
-  are less work for Redis and the client (each one is parsed, copied and turned into a Lua
-  string), which counts five times over on a Redlock of five nodes.
+  The queue's keys and arguments go together: a call passes all four or none (with ARGV[3], ""
+  when there is no floor). The fence counter lives for the lease's ttl plus RETENTION (one day,
+  below: FENCE_RETENTION in backend.ts, which a unit test keeps equal), a constant, so it is not
+  sent with each call. Fewer arguments are less work for Redis and the client (each one is
+  parsed, copied and turned into a Lua string), which counts five times over on a Redlock of five
+  nodes: the common call, a free lock on a single Redis, sends two keys and two arguments.
 
   Returns
     fence       acquired: the fencing token, a positive integer (a bare integer, not an array:
@@ -58,7 +59,7 @@
                 the fence it was issued is returned again.
     {0, pttl}   busy: held by another token; pttl is its remaining time to live in
                 milliseconds (-1 if the key has no expiry). The caller is queued (or its entry
-                refreshed) when ARGV[5] is given.
+                refreshed) when ARGV[4] is given.
     {0, pttl, tag}  busy, and held by a token of the tagged form (40 hex digits): tag is its
                 first 8 digits, the holding manager's tag, under which that manager registered
                 who it is (register-holder.lua). Only the tag: a token's random part is never
@@ -67,8 +68,11 @@
     WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, ttl, fenceTtl, waiter = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
-local floor = tonumber(ARGV[4])
+-- How long the fence counter outlives the lease, ms: FENCE_RETENTION in backend.ts (one day).
+local RETENTION = 86400000
+local token, ttl, waiter = ARGV[1], ARGV[2], ARGV[4]
+local floor = tonumber(ARGV[3] or '')
+local fenceTtl = tonumber(ttl) + RETENTION
 
 -- The server clock in µs.
 local function serverTime()
@@ -129,7 +133,7 @@ end
 
 if waiter then
   local now = redis.call('TIME')
-  local entryTtl = tonumber(ARGV[6])
+  local entryTtl = tonumber(ARGV[5])
   local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
   redis.call('HSET', aliveKey, waiter, (nowMs + entryTtl) .. ' ' .. ttl .. ' ' .. token)

@@ -3,7 +3,7 @@
 
   GET, compare and write in one atomic step: a holder whose lease expired and was taken by
   someone else never touches the new holder's lock. Then, in order of preference:
-   - hand-off: ARGV[4] is a new token (a waiter in the releasing process) and ARGV[5] is "0":
+   - hand-off: ARGV[4] is a new token (a waiter in the releasing process) and ARGV[6] is not "1":
      the lock moves to that token with a new fence, in this same round trip;
    - grant: the wait queue holds a live waiter whose manager is listening: the lock moves to
      that waiter's token (from its queue entry) with a new fence, and its manager's inbox is
@@ -22,30 +22,35 @@
   KEYS[4]  alive key   hash waiter -> "<deadline ms> <ttl ms> <token>"[" -": passed over once]
   ARGV[1]  token       token of the lease being released
   ARGV[2]  inbox prefix  a waiter "<inbox>:<id>" is told on channel ARGV[2] .. "<inbox>"
-  ARGV[3]  ttl         hand-off: time to live of the new lease, milliseconds
-  ARGV[4]  new token   hand-off: the next local waiter's token, or "" for no hand-off
-  ARGV[5]  pass on     "1": grant to a live queued waiter, if any, rather than hand off
-  ARGV[6]  retention   how long the fence counter outlives the lease, milliseconds
-  ARGV[7]  sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
-                       "<lock key>:inbox:", a channel in the lock's slot), "0": PUBLISH
+  ARGV[3]? sharded     "1": Redis Cluster: tell waiters with SPUBLISH (ARGV[2] is then
+                       "<lock key>:inbox:", a channel in the lock's slot); absent or "0": PUBLISH
+  ARGV[4]? new token   hand-off: the next local waiter's token; absent or "": no hand-off
+  ARGV[5]? ttl         hand-off: time to live of the new lease, milliseconds
+  ARGV[6]? pass on     "1": grant to a live queued waiter, if any, rather than hand off
 
-  Returns
-    { 1, 0}      released (granted to a queued waiter of another manager, or freed)
-    { 2, fence}  handed off to ARGV[4] with this fence
-    { 0, 0}      not held: the key is gone (the lease expired or was deleted)
-    {-1, 0}      not held: the key holds another token (the lease expired and was taken)
+  The optional arguments are trailing: the common call (a free release on a single Redis) sends
+  the token and the inbox prefix alone. A granted lock's fence counter lives for its ttl plus
+  RETENTION (one day, below: FENCE_RETENTION in backend.ts, which a unit test keeps equal).
+
+  Returns (a bare integer, except for a hand-off: the common replies are the cheapest ones)
+    1            released (granted to a queued waiter of another manager, or freed)
+    {2, fence}   handed off to ARGV[4] with this fence
+    0            not held: the key is gone (the lease expired or was deleted)
+    -1           not held: the key holds another token (the lease expired and was taken)
   Errors
     WRONGTYPE  one of the keys holds a value of another type.
 ]]
 local lockKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local newToken = ARGV[4]
+local newToken = ARGV[4] or ''
 -- How many listeners got the message: SPUBLISH counts those on this shard, where the inbox is.
-local publish = ARGV[7] == '1' and 'SPUBLISH' or 'PUBLISH'
+local publish = ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH'
+-- How long a fence counter outlives the lease, ms: FENCE_RETENTION in backend.ts (one day).
+local RETENTION = 86400000
 
 local current = redis.call('GET', lockKey)
 if current ~= ARGV[1] then
-  if not current then return {0, 0} end
-  return {-1, 0}
+  if not current then return 0 end
+  return -1
 end
 
 local now
@@ -57,7 +62,7 @@ local now
 local function grant(token, ttl)
   now = now or redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local fenceTtl = tonumber(ttl) + tonumber(ARGV[6])
+  local fenceTtl = tonumber(ttl) + RETENTION
   local previous = redis.call('SET', fenceKey, fence, 'PX', fenceTtl, 'GET')
   previous = previous and tonumber(previous)
   if previous and previous >= fence then
@@ -68,7 +73,7 @@ local function grant(token, ttl)
   return fence
 end
 
-if newToken == '' or ARGV[5] == '1' then
+if newToken == '' or ARGV[6] == '1' then
   -- Entries passed over (see below) stay in the queue, ahead of the one looked at next. The
   -- queue and the alive hash are counted so that neither is read again once emptied (deleted).
   local skip = 0
@@ -92,7 +97,7 @@ if newToken == '' or ARGV[5] == '1' then
       if redis.call(publish, inbox, head .. ' ' .. string.format('%.0f', fence)) > 0 then
         redis.call('ZREM', queueKey, head)
         if alive > 0 then redis.call('HDEL', aliveKey, head) end
-        return {1, 0}
+        return 1
       end
       -- Nobody listens on its inbox: its process is gone, or it is between two subscriptions
       -- (a failover or a reshard moved its channel). Passed over once: its entry keeps its place,
@@ -111,8 +116,8 @@ if newToken == '' or ARGV[5] == '1' then
   end
   if newToken == '' then
     redis.call('DEL', lockKey)
-    return {1, 0}
+    return 1
   end
 end
 
-return {2, grant(newToken, ARGV[3])}
+return {2, grant(newToken, ARGV[5])}

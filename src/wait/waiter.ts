@@ -68,6 +68,12 @@ export class Waiter implements Listener, AttemptLimit {
   timedOut: Error | undefined = undefined;
   /** True once an attempt won too late to be of use (see {@link Waiter.won}): an exit without a lease gives that lease back. */
   wonLate = false;
+  /**
+   * True for a lone caller's first attempt at a lock that was not found busy lately: it does not
+   * queue in the backend (two keys and two arguments, the cheapest call). Found busy, the wait
+   * queues with its next attempt, sent at once.
+   */
+  probe = false;
   /** The attempts of a wait go on after a refusal, with the same token: none is given back (see attempt.ts). */
   readonly retriesRefused = true;
   /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
@@ -157,13 +163,16 @@ export class Waiter implements Listener, AttemptLimit {
    */
   async attempt(): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
-    // Heard by the inbox from its first attempt (a grant or a wake-up can only follow one) until the exit.
-    inbox.add(this.member, this);
-    const listening = this.strategy === 'notify' && inbox.listening(this.keys);
+    const probe = this.probe;
+    this.probe = false;
+    const listening = !probe && this.strategy === 'notify' && inbox.listening(this.keys);
     // Queued already, it keeps its place while its inbox subscribes again (a failover or a
     // reshard moved the channel): its entry is written anew, which tells a release that passed it
     // over for want of a listener that its process lives.
     const queues = listening || (this.strategy === 'notify' && this.queuedRemotely);
+    // Heard by the inbox from its first attempt that may queue (a grant or a wake-up can only
+    // follow one) until the exit.
+    if (!probe) inbox.add(this.member, this);
     // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
     if (queues) this.queuedRemotely = true;
     const sentAt = now();

@@ -196,17 +196,17 @@ describe('the acquire script', () => {
     const prefix = uniquePrefix();
     const keys = lockKeys(prefix, 'replay');
     const client = adaptClient(redis.raw);
-    // Not queuing: the lock and fence keys only; token, ttl, the counter's ttl, no floor.
+    // Not queuing: the lock and fence keys only; token and ttl (no floor: a single Redis).
     const all = [keys.lock, keys.fence];
-    const first = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
-    const replay = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
-    const other = await runScript(client, acquireScript, all, ['token-b', '5000', '6000', '']);
+    const first = await runScript(client, acquireScript, all, ['token-a', '5000']);
+    const replay = await runScript(client, acquireScript, all, ['token-a', '5000']);
+    const other = await runScript(client, acquireScript, all, ['token-b', '5000']);
     expect(replay).toEqual(first);
     expect((other as number[])[0]).toBe(0);
     expect((other as number[])[1]).toBeGreaterThan(4000);
     // A counter that expired or was evicted during the hold: the replay issues a new, greater fence.
     await redis.raw.del(keys.fence);
-    const afterLoss = await runScript(client, acquireScript, all, ['token-a', '5000', '6000', '']);
+    const afterLoss = await runScript(client, acquireScript, all, ['token-a', '5000']);
     expect(typeof first).toBe('number'); // acquired: the fence alone
     expect(afterLoss).toBeGreaterThan(first as number);
   });
@@ -223,7 +223,7 @@ describe('the acquire script', () => {
     /** Takes and releases the lock with `floor` (the counter stays), checking the bound every fence keeps. */
     const take = async (token: string, floor: number): Promise<number> => {
       const last = Number((await redis.raw.get(keys.fence)) ?? 0);
-      const fence = (await runScript(client, acquireScript, all, [token, '5000', '6000', String(floor)])) as number;
+      const fence = (await runScript(client, acquireScript, all, [token, '5000', String(floor)])) as number;
       await redis.raw.del(keys.lock);
       expect(Number(await redis.raw.get(keys.fence))).toBe(fence); // the counter is at the fence
       expect(fence).toBeLessThanOrEqual(Math.max(last + 1, await serverNow())); // never above max(last + 1, TIME)
@@ -249,10 +249,10 @@ describe('the acquire script', () => {
     // A floor ahead of the server's clock (a caller's clock an hour fast): not honoured, the counter + 1.
     expect(await take('t7', (await serverNow()) + hour)).toBe(ahead + 1);
     // A replayed acquire whose counter was lost during the hold: the server's clock, not the floor.
-    await runScript(client, acquireScript, all, ['t8', '5000', '6000', '0']);
+    await runScript(client, acquireScript, all, ['t8', '5000', '0']);
     await redis.raw.del(keys.fence);
     const replayedAt = await serverNow();
-    const replayed = (await runScript(client, acquireScript, all, ['t8', '5000', '6000', String(replayedAt + hour)])) as number;
+    const replayed = (await runScript(client, acquireScript, all, ['t8', '5000', String(replayedAt + hour)])) as number;
     expect(replayed).toBeGreaterThanOrEqual(replayedAt);
     expect(replayed).toBeLessThanOrEqual(await serverNow());
   });
@@ -273,10 +273,10 @@ describe('the acquire script', () => {
         return Object.fromEntries([...stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
       };
       // The script is loaded by a first call, so that what is counted is one call alone.
-      expect(await runScript(client, acquireScript, all, ['t1', '5000', '6000', String(counter + 1)])).toBe(counter + 1);
+      expect(await runScript(client, acquireScript, all, ['t1', '5000', String(counter + 1)])).toBe(counter + 1);
       await raw.del(keys.lock);
       const before = await calls();
-      expect(await runScript(client, acquireScript, all, ['t2', '5000', '6000', String(counter + 2)])).toBe(counter + 2);
+      expect(await runScript(client, acquireScript, all, ['t2', '5000', String(counter + 2)])).toBe(counter + 2);
       const after = await calls();
       const delta = (command: string): number => (after[command] ?? 0) - (before[command] ?? 0);
       expect(delta('set')).toBe(2); // SET lock NX PX, SET counter PX GET

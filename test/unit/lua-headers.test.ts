@@ -5,6 +5,7 @@
  */
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { FENCE_RETENTION } from '../../src/backend/backend.js';
 import { BackendError } from '../../src/errors.js';
 import { runScript } from '../../src/lua/run-script.js';
 import * as scripts from '../../src/lua/scripts.generated.js';
@@ -56,16 +57,23 @@ describe('lua scripts', () => {
     let sent = 0;
     const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
     const script = scripts.acquireScript;
-    expect([script.numberOfKeys, script.optionalKeys, script.numberOfArgs, script.optionalArgs]).toEqual([4, 2, 6, 2]);
+    expect([script.numberOfKeys, script.optionalKeys, script.numberOfArgs, script.optionalArgs]).toEqual([4, 2, 5, 3]);
     const keys = (n: number): string[] => Array.from({ length: n }, (_, i) => `k${i}`);
     const args = (n: number): string[] => Array.from({ length: n }, (_, i) => `a${i}`);
-    await expect(runScript(client, script, keys(1), args(4))).rejects.toThrow(/declares 2 to 4 and 4 to 6/);
-    await expect(runScript(client, script, keys(5), args(6))).rejects.toBeInstanceOf(BackendError);
-    await expect(runScript(client, script, keys(2), args(3))).rejects.toBeInstanceOf(BackendError);
-    await expect(runScript(client, script, keys(4), args(7))).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, keys(1), args(2))).rejects.toThrow(/declares 2 to 4 and 2 to 5/);
+    await expect(runScript(client, script, keys(5), args(5))).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, keys(2), args(1))).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, keys(4), args(6))).rejects.toBeInstanceOf(BackendError);
     expect(sent).toBe(0);
-    await runScript(client, script, keys(2), args(4));
-    await runScript(client, script, keys(4), args(6)); // with the queue's keys and arguments
-    expect(sent).toBe(2);
+    await runScript(client, script, keys(2), args(2)); // a free lock on a single Redis
+    await runScript(client, script, keys(2), args(3)); // with a Redlock node's fence floor
+    await runScript(client, script, keys(4), args(5)); // with the queue's keys and arguments
+    expect(sent).toBe(3);
+  });
+
+  it("the fence counter's retention written into acquire.lua and release.lua is FENCE_RETENTION", () => {
+    for (const script of [scripts.acquireScript, scripts.releaseScript]) {
+      expect(/^local RETENTION = (\d+)$/m.exec(script.source)?.[1], script.name).toBe(String(FENCE_RETENTION));
+    }
   });
 });
