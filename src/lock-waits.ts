@@ -13,8 +13,9 @@ import { KeyQueue } from './wait/key-queue.js';
 import type { Attempt, Grant } from './wait/wait-context.js';
 import { Waiter } from './wait/waiter.js';
 
-/** How many locks found held lately a manager remembers (see LockWaits.#heldLately). */
+/** How many locks found held lately a manager remembers, and for how long, ms (see LockWaits.#heldLately). */
 const HELD_LATELY_MAX = 1024;
+const HELD_LATELY_MS = 10_000;
 
 /**
  * The locks of one manager: each lock's local queue ({@link KeyQueue}), its waiters' way to the
@@ -25,10 +26,12 @@ export class LockWaits {
   readonly #ctx: ManagerContext;
   readonly #queues = new Map<string, KeyQueue>();
   /**
-   * Locks whose last lone first attempt found them held: the next one queues in the backend at
-   * once (see {@link Waiter.probe}), so that a lock that is contended costs no extra round trip.
+   * Locks found held or waited for lately (an attempt found them held, a release found waiters),
+   * until when (monotonic ms). A lone caller's first attempt at one queues in the backend at once
+   * (see {@link Waiter.probe}), and its release is the full one: a contended lock costs no extra
+   * round trip. Other locks get the cheapest calls.
    */
-  readonly #heldLately = new Set<string>();
+  readonly #heldLately = new Map<string, number>();
 
   constructor(ctx: ManagerContext) {
     this.#ctx = ctx;
@@ -69,7 +72,7 @@ export class LockWaits {
       // Nobody of this process holds or waits for the lock: try at once (the common, uncontended
       // case). Callers arriving meanwhile queue behind.
       waiter.state = 'active';
-      const heldLately = this.#heldLately.size > 0 && this.#heldLately.has(keys.name);
+      const heldLately = this.#wasHeldLately(keys.name);
       waiter.probe = !heldLately;
       let first: Attempt;
       try {
@@ -79,11 +82,8 @@ export class LockWaits {
         throw error;
       }
       const grant = waiter.won(first);
-      if (grant) {
-        if (heldLately) this.#heldLately.delete(keys.name);
-        return this.#leaseFor(queue, waiter, grant);
-      }
-      if (!first.reply.acquired && !heldLately) this.#markHeldLately(keys.name);
+      if (grant) return this.#leaseFor(queue, waiter, grant);
+      if (!first.reply.acquired) this.#markHeldLately(keys.name);
       if (trace) trace.contended = true;
       // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
       return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
@@ -131,8 +131,17 @@ export class LockWaits {
     const { backend, settings } = this.#ctx;
     const queue = this.#queues.get(keys.name);
     const next = queue?.holder === lease && settings.localHandoffs > 0 && backend.handsOff ? queue.waiters[0] : undefined;
-    // Without a hand-off, release.lua never answers one: the reply is an OwnershipReply.
-    if (!queue || !next || next.state !== 'queued') return backend.release(keys, token) as Promise<OwnershipReply>;
+    if (!queue || !next || next.state !== 'queued') {
+      if (backend.releaseAlone && !this.#wasHeldLately(keys.name)) {
+        return backend.releaseAlone(keys, token).then((reply) => {
+          if (reply !== 'passedOn') return reply;
+          this.#markHeldLately(keys.name); // someone waited after all
+          return 'ok';
+        });
+      }
+      // Without a hand-off, a release never answers one: the reply is an OwnershipReply.
+      return backend.release(keys, token) as Promise<OwnershipReply>;
+    }
     return this.#handOff(queue, next, keys, token);
   }
 
@@ -296,10 +305,19 @@ export class LockWaits {
     return lease;
   }
 
-  /** Remembers that `name` was found held (bounded: the set is emptied when full, which only costs a round trip on the next contended first attempts). */
+  /** Remembers for {@link HELD_LATELY_MS} that `name` was found held or waited for (bounded: the map is emptied when full, which only costs a round trip on the next contended calls). */
   #markHeldLately(name: string): void {
-    if (this.#heldLately.size >= HELD_LATELY_MAX) this.#heldLately.clear();
-    this.#heldLately.add(name);
+    if (this.#heldLately.size >= HELD_LATELY_MAX && !this.#heldLately.has(name)) this.#heldLately.clear();
+    this.#heldLately.set(name, now() + HELD_LATELY_MS);
+  }
+
+  #wasHeldLately(name: string): boolean {
+    if (this.#heldLately.size === 0) return false;
+    const until = this.#heldLately.get(name);
+    if (until === undefined) return false;
+    if (until > now()) return true;
+    this.#heldLately.delete(name);
+    return false;
   }
 
   #queue(name: string): KeyQueue {

@@ -130,6 +130,13 @@ export interface Backend {
   acquireAll?(keys: readonly LockKeys[], token: string, ttl: number): Promise<MultiAcquireReply | undefined>;
   /** Releases, passing the lock on: to `handOff`'s token, else to the next live queued waiter (granted), else freed. */
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
+  /**
+   * Optional: the release of a lease whose caller expects nobody to wait for the lock (its manager
+   * found it free and not contended lately). It frees the lock in the cheapest call when nobody
+   * queued; when someone did, it releases as {@link Backend.release} does without a hand-off (one
+   * more round trip) and answers `'passedOn'`. Without it, the manager calls `release`.
+   */
+  releaseAlone?(keys: LockKeys, token: string): Promise<OwnershipReply | 'passedOn'>;
   /** Sets a held lease's TTL again. */
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */

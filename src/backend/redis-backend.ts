@@ -10,6 +10,7 @@ import {
   multiAcquireScript,
   raiseFenceScript,
   releaseScript,
+  releaseKeyScript,
   registerHolderScript,
   holderNameScript,
   markForcedScript,
@@ -37,7 +38,7 @@ const forcedKey = (keys: LockKeys): string => `${keys.lock}:forced`;
 
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
-  [acquireScript, releaseScript, wakeReleaseScript, extendScript],
+  [acquireScript, releaseKeyScript, releaseScript, wakeReleaseScript, extendScript],
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
@@ -302,6 +303,20 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     release(keys, token, handOff): Promise<ReleaseReply> {
       const releasing = ready ? releaseOn(ready, keys, token, handOff) : connect().then((client) => releaseOn(client, keys, token, handOff));
+      late.gaveBack(keys, token, backend); // once sent
+      return releasing;
+    },
+    releaseAlone(keys, token) {
+      // One Redis, granting releases: release-key.lua with the queue key (two keys, one argument).
+      // A Cluster client, Redlock's nodes, replica acknowledgement and semaphores release as usual.
+      if (!ready || ready.cluster || wake || keys.semaphore) return backend.release(keys, token) as Promise<OwnershipReply>;
+      const client = ready;
+      const releasing = runScript(client, releaseKeyScript, [keys.lock, keys.queue], [token]).then((reply) => {
+        const code = asInteger(reply, releaseKeyScript);
+        if (code !== 2) return ownership(code, 'release');
+        // Someone queued meanwhile: release.lua passes the lock on.
+        return (releaseOn(client, keys, token) as Promise<OwnershipReply>).then((passed) => (passed === 'ok' ? 'passedOn' : passed));
+      });
       late.gaveBack(keys, token, backend); // once sent
       return releasing;
     },
