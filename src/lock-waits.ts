@@ -46,7 +46,7 @@ export class LockWaits {
    * Acquires `keys`: at once when nobody of this process holds or waits for it and the lock is
    * free; else queued behind this process's callers, then in the backend. `once`: one try.
    */
-  async acquire(keys: LockKeys, call: CallSettings, once: boolean, trace?: AcquireTrace): Promise<Lease | null> {
+  acquire(keys: LockKeys, call: CallSettings, once: boolean, trace?: AcquireTrace): Promise<Lease | null> {
     if (once) return this.#tryOnce(keys, call, trace);
     const { ttl, wait, signal, strategy, renew } = call;
     const ctx = this.#ctx;
@@ -74,19 +74,21 @@ export class LockWaits {
       waiter.state = 'active';
       const heldLately = this.#wasHeldLately(keys.name);
       waiter.probe = !heldLately;
-      let first: Attempt;
-      try {
-        first = await waiter.attempt();
-      } catch (error) {
-        this.#leave(queue, waiter);
-        throw error;
-      }
-      const grant = waiter.won(first);
-      if (grant) return this.#leaseFor(queue, waiter, grant);
-      if (!first.reply.acquired) this.#markHeldLately(keys.name);
-      if (trace) trace.contended = true;
-      // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
-      return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
+      // A promise chain, not an async function: this is every lone caller's path.
+      return waiter.attempt().then(
+        (first: Attempt): Lease | Promise<Lease> => {
+          const grant = waiter.won(first);
+          if (grant) return this.#leaseFor(queue, waiter, grant);
+          if (!first.reply.acquired) this.#markHeldLately(keys.name);
+          if (trace) trace.contended = true;
+          // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
+          return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
+        },
+        (error: unknown) => {
+          this.#leave(queue, waiter);
+          throw error;
+        },
+      );
     }
     if (trace) trace.contended = true; // held or waited for here: this call waits
     waiter.keepScope(); // it may be served from another caller's context (a release, a hand-off)

@@ -259,20 +259,25 @@ class LockManager implements Locks {
     return observer.track(t, this.#acquireLock(key, options, once, t), options?.signal);
   }
 
-  async #acquireLock(key: string, options: AcquireOptions | undefined, once: boolean, trace?: AcquireTrace): Promise<Lease | null> {
-    this.#assertOpen();
-    const name = checkKey(key);
-    const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
-    const call = callSettings(this.#ctx.settings, o, once);
-    if (isReentrant(this.#ctx.settings, o)) {
-      const joined = this.#reentrancy.join(name, o);
-      if (joined) {
-        if (trace) trace.joined = true;
-        return joined;
+  /** Not an async function (the hot path): a refused call rejects all the same. */
+  #acquireLock(key: string, options: AcquireOptions | undefined, once: boolean, trace?: AcquireTrace): Promise<Lease | null> {
+    try {
+      this.#assertOpen();
+      const name = checkKey(key);
+      const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
+      const call = callSettings(this.#ctx.settings, o, once);
+      if (isReentrant(this.#ctx.settings, o)) {
+        const joined = this.#reentrancy.join(name, o);
+        if (joined) {
+          if (trace) trace.joined = true;
+          return Promise.resolve(joined);
+        }
       }
+      call.signal?.throwIfAborted();
+      return this.#locks.acquire(this.#ctx.lockKeys.get(name), call, once, trace);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    call.signal?.throwIfAborted();
-    return this.#locks.acquire(this.#ctx.lockKeys.get(name), call, once, trace);
   }
 
   #multi(): MultiAcquireContext {

@@ -213,32 +213,50 @@ export class Lease implements AsyncDisposable {
     // Left to expire: the lock stays taken until its TTL (see letExpire).
     if (this.#leftToExpire && !this.#releasing) return Promise.resolve();
     // Not queued behind a renewal in flight: a release must not wait for a backend that hangs.
-    this.#releasing ??= (async () => {
-      this.#watchdog?.stop();
-      // A lease whose validity ran out is lost, though nothing watched it run out. Its key may
-      // still hold our token (it expires in the backend later than our validity ends): it is
-      // still released (which passes the lock on), and the loss reported once a live Redis
-      // confirms it, or after GIVE_BACK_WAIT ms at the latest.
-      this.#noticeExpiry();
-      if (this.#state === 'lost') {
-        await settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.#lostError!).catch(() => {});
-        throw this.#lostError;
-      }
-      let reply: OwnershipReply;
-      try {
-        // Not waited for past the lease's validity: the lease is lost then (the release may
-        // still run when Redis answers: it deletes only our token).
-        reply = await this.#withinValidity(this.#context.release(this, this.#keys, this.#token), 'release');
-      } catch (error) {
+    this.#releasing ??= this.#releaseNow();
+    return this.#releasing;
+  }
+
+  /** The release itself: a promise chain, not an async function (every lease's path). */
+  #releaseNow(): Promise<void> {
+    this.#watchdog?.stop();
+    // A lease whose validity ran out is lost, though nothing watched it run out. Its key may
+    // still hold our token (it expires in the backend later than our validity ends): it is
+    // still released (which passes the lock on), and the loss reported once a live Redis
+    // confirms it, or after GIVE_BACK_WAIT ms at the latest.
+    this.#noticeExpiry();
+    if (this.#state === 'lost') {
+      return settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.#lostError!)
+        .catch(() => {})
+        .then(() => {
+          throw this.#lostError;
+        });
+    }
+    let call: Promise<OwnershipReply>;
+    try {
+      // Not waited for past the lease's validity: the lease is lost then (the release may
+      // still run when Redis answers: it deletes only our token).
+      call = this.#withinValidity(this.#context.release(this, this.#keys, this.#token), 'release');
+    } catch (error) {
+      call = Promise.reject(error);
+    }
+    return call.then(
+      (reply) => {
+        if (reply !== 'ok') return this.#lostBy(reply).then(() => this.#released());
+        this.#released();
+      },
+      (error: unknown) => {
         if (this.#lostError) throw this.#lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
         throw error;
-      }
-      if (reply !== 'ok') await this.#lostBy(reply);
-      if (this.#lostError) throw this.#lostError;
-      this.#end('released', () => new LeaseReleasedError(this.key));
-    })();
-    return this.#releasing;
+      },
+    );
+  }
+
+  /** The end of a release that reached the backend: released, unless the lease was lost before. */
+  #released(): void {
+    if (this.#lostError) throw this.#lostError;
+    this.#end('released', () => new LeaseReleasedError(this.key));
   }
 
   /**

@@ -161,7 +161,7 @@ export class Waiter implements Listener, AttemptLimit {
    * the client's timeout ({@link Waiter.noReply}); the exit gives the token back (docs/safety.md,
    * "When the client's own timeout ends an attempt").
    */
-  async attempt(): Promise<Attempt> {
+  attempt(): Promise<Attempt> {
     const { backend, inbox, tuning } = this.#context;
     const probe = this.probe;
     this.probe = false;
@@ -178,26 +178,31 @@ export class Waiter implements Listener, AttemptLimit {
     const sentAt = now();
     this.attempts++;
     this.inFlight = true;
+    // A promise chain, not an async function: this is every lone caller's path.
+    let sent: Promise<AcquireReply>;
     try {
-      const queue = queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined;
-      let reply: AcquireReply;
-      try {
-        reply = await attempt(backend, this.keys, this.token, this.ttl, queue, this);
-      } catch (error) {
+      sent = attempt(backend, this.keys, this.token, this.ttl, queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined, this);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    return sent.then(
+      (reply): Attempt => {
+        this.inFlight = false;
+        this.replied = true;
+        this.refused = undefined;
+        this.refusals = 0;
+        return { reply, sentAt, inboxWasListening: listening };
+      },
+      (error: unknown): Attempt => {
+        this.inFlight = false;
         if (!(error instanceof Error) || this.stop) throw error;
         if (isSlotRefusal(error)) this.refused = error;
         else if (isClientTimeout(error)) this.timedOut = error;
         else throw error;
         this.refusals++;
         return { reply: { acquired: false, ttl: -1, retryAfter: refusalDelay(this.refusals, tuning) }, sentAt, inboxWasListening: listening, refused: true };
-      }
-      this.replied = true;
-      this.refused = undefined;
-      this.refusals = 0;
-      return { reply, sentAt, inboxWasListening: listening };
-    } finally {
-      this.inFlight = false;
-    }
+      },
+    );
   }
 
   /** The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next attempt, or given back when the caller left. */
