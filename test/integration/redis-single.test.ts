@@ -290,29 +290,30 @@ describe('the acquire script', () => {
 });
 
 describe('validity on the monotonic clock', () => {
+  // The manager's own connection is slowed: DEBUG SLEEP sent on it first, so that the server
+  // blocks before it reads the acquire, which the connection carries after it.
   it('a slow reply shortens the lease instead of lengthening it', async () => {
-    const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', redis.server.port, { prefix });
-    const blocker = rawClient(redis.server);
-    const sleeping = blocker.call('DEBUG', 'SLEEP', '0.3');
-    await new Promise((r) => setTimeout(r, 20)); // DEBUG SLEEP is now blocking the server
+    const client = rawClient(redis.server);
+    const locks = createLocks({ redis: client, prefix: uniquePrefix() });
+    const sleeping = client.call('DEBUG', 'SLEEP', '0.3');
     const lease = await locks.acquire('slow', { ttl: 1000 });
     await sleeping;
-    blocker.disconnect();
     // Counted from when the acquire was sent: at least the 280 ms the reply waited are gone.
     expect(lease.timeLeft()).toBeLessThan(1000 - 280);
     await lease.release();
+    await locks.close();
+    client.disconnect();
   });
 
   it('a reply slower than the TTL hands out no lease and frees the lock', async () => {
     const prefix = uniquePrefix();
-    const locks = await managerOn('ioredis', redis.server.port, { prefix });
-    const blocker = rawClient(redis.server);
-    const sleeping = blocker.call('DEBUG', 'SLEEP', '0.2');
-    await new Promise((r) => setTimeout(r, 20));
+    const client = rawClient(redis.server);
+    const locks = createLocks({ redis: client, prefix });
+    const sleeping = client.call('DEBUG', 'SLEEP', '0.2');
     expect(await locks.tryAcquire('too-slow', { ttl: 100 })).toBeNull();
     await sleeping;
-    blocker.disconnect();
+    await locks.close();
+    client.disconnect();
     expect(await redis.raw.exists(`${prefix}{too-slow}`)).toBe(0);
   });
 
@@ -370,11 +371,12 @@ describe('the borrowed client', () => {
     client.disconnect();
   });
 
-  it("writes the scripts of a turn of the event loop in writes of 16 commands at most, the last ones at the end of the turn, and leaves the client's socket uncorked", async () => {
+  it("writes a lone script at once and the scripts of a busy turn of the event loop in writes of 16 commands at most, and leaves the client's socket uncorked", async () => {
     const client = new Redis(redis.server.port, '127.0.0.1');
     await client.ping();
     const locks = createLocks({ redis: client, prefix: uniquePrefix() });
     await (await locks.acquire('warm-up')).release(); // the scripts are cached: EVALSHA from here on
+    await locks.inspect('warm-up'); // a turn that sends one command
     const socket = client.stream;
     const writes = { calls: 0 };
     // Counted on the socket itself: one syscall-level write per `_write`, one per batch in `_writev`.
@@ -390,19 +392,21 @@ describe('the borrowed client', () => {
         return writev(...args);
       };
     }
-    // 40 acquires in one turn, and a command of the user's own in the same turn: two full batches
-    // of 16 leave as they fill, the last 8 with the user's command at the end of the turn.
+    // 40 acquires in one turn, and a command of the user's own in the same turn: the first leaves
+    // at once (the turn before sent one command: a lone command never waits for the rest of its
+    // turn), the next two full batches of 16 as they fill, the last 7 with the user's command at
+    // the end of the turn.
     const acquired = Array.from({ length: 40 }, (_, i) => locks.acquire(`burst-${i}`));
-    expect(writes.calls).toBe(2);
+    expect(writes.calls).toBe(3);
     const ping = client.ping();
     expect(socket.writableCorked).toBe(1);
     const leases = await Promise.all(acquired);
     expect(await ping).toBe('PONG');
-    expect(writes.calls).toBe(3);
+    expect(writes.calls).toBe(4);
     expect(socket.writableCorked).toBe(0);
     writes.calls = 0;
     await Promise.all(leases.slice(0, 16).map((lease) => lease.release()));
-    expect(writes.calls).toBe(1); // the 16 together, at the end of the turn
+    expect(writes.calls).toBe(1); // the 16 together, at the end of the turn: the turn before was busy
     await Promise.all(leases.slice(16).map((lease) => lease.release()));
     expect(socket.writableCorked).toBe(0);
     socket._write = write;
