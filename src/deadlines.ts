@@ -70,31 +70,61 @@ export interface SettleOptions<T> {
  * deadline) comes first, or a stop: it then rejects with `expire()` (or the stop's reason), and
  * `late` sees a value that arrives after that. For calls to a Redis that may not answer: latchkey
  * stops waiting on its own clock, whatever the client's retry settings, and still learns what a
- * late reply did. One promise and one entry on a shared timer: the hot path pays for no more.
+ * late reply did. One promise, one {@link Bounded} (which is the entry on the shared timer) and
+ * its two reply handlers: every acquire attempt and release pays for no more.
  */
 export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error, options?: SettleOptions<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    let done = false;
-    const stoppable = options?.stoppable;
-    const end = (): boolean => {
-      if (done) return false;
-      done = true;
-      if (deadline) bounded.delete(deadline);
-      if (stoppable) stoppable.cancel = undefined;
-      return true;
-    };
-    const deadline: Deadline | undefined = at === Infinity ? undefined : { at, expire: () => end() && reject(expire()) };
-    if (deadline) bounded.watch(deadline);
-    if (stoppable) stoppable.cancel = (reason) => end() && reject(reason);
+    const bounded = new Bounded(at, expire, options, resolve, reject);
     promise.then(
-      (value) => {
-        if (end()) resolve(value);
-        else options?.late?.(value);
-      },
-      (error: unknown) => {
-        options?.failed?.(error);
-        if (end()) reject(error);
-      },
+      (value) => bounded.value(value),
+      (error: unknown) => bounded.error(error),
     );
   });
+}
+
+/** One call bounded by {@link settleBy}: its entry on the shared timer, and how it settles. */
+class Bounded<T> implements Deadline {
+  readonly at: number;
+  #done = false;
+  readonly #expire: () => Error;
+  readonly #options: SettleOptions<T> | undefined;
+  readonly #resolve: (value: T) => void;
+  readonly #reject: (error: unknown) => void;
+
+  constructor(at: number, expire: () => Error, options: SettleOptions<T> | undefined, resolve: (value: T) => void, reject: (error: unknown) => void) {
+    this.at = at;
+    this.#expire = expire;
+    this.#options = options;
+    this.#resolve = resolve;
+    this.#reject = reject;
+    if (at !== Infinity) bounded.watch(this);
+    const stoppable = options?.stoppable;
+    if (stoppable) stoppable.cancel = (reason) => this.#end() && reject(reason);
+  }
+
+  /** The deadline passed first. */
+  expire(): void {
+    if (this.#end()) this.#reject(this.#expire());
+  }
+
+  value(value: T): void {
+    if (this.#end()) this.#resolve(value);
+    else this.#options?.late?.(value);
+  }
+
+  error(error: unknown): void {
+    this.#options?.failed?.(error);
+    if (this.#end()) this.#reject(error);
+  }
+
+  /** True the first time: the call is settled from here on. */
+  #end(): boolean {
+    if (this.#done) return false;
+    this.#done = true;
+    if (this.at !== Infinity) bounded.delete(this);
+    const stoppable = this.#options?.stoppable;
+    if (stoppable) stoppable.cancel = undefined;
+    return true;
+  }
 }

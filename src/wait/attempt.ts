@@ -42,14 +42,11 @@ export function attempt(
   queue: QueueEntry | undefined,
   limit?: AttemptLimit,
 ): Promise<AcquireReply> {
-  const giveBack = (): void => {
-    backend.release(keys, token).catch(() => {});
-  };
+  const acquiring = backend.acquire(keys, token, ttl, queue);
   const failed = (error: unknown): void => {
     if (limit?.retriesRefused && (isSlotRefusal(error) || isClientTimeout(error))) return;
-    giveBack(); // the reply may be what was lost
+    giveBack(backend, keys, token); // the reply may be what was lost
   };
-  const acquiring = backend.acquire(keys, token, ttl, queue);
   if (!limit || backend.boundsCalls) {
     return acquiring.catch((error: unknown) => {
       failed(error);
@@ -61,11 +58,16 @@ export function attempt(
   const at = limit.deadline === Infinity ? Infinity : Math.max(limit.deadline, now() + ATTEMPT_GRACE);
   return settleBy(acquiring, at, () => limit.noReply(), {
     late: (reply) => {
-      if (reply.acquired) giveBack(); // ended before it came
+      if (reply.acquired) giveBack(backend, keys, token); // ended before it came
     },
     failed,
     stoppable: limit,
   });
+}
+
+/** Releases `token`'s lock, if it holds it, in the background. */
+function giveBack(backend: Backend, keys: LockKeys, token: string): void {
+  backend.release(keys, token).catch(() => {});
 }
 
 /** How long a one-shot attempt (`tryAcquire`) waits for its reply at most, ms: at most the TTL, for a reply after it is of no use. */
