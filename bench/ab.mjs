@@ -12,7 +12,13 @@
 //   `smallest-coalesced` (the same, with the commands of a turn written together, 16 at most, as
 //   latchkey writes them): what a lock can reach on this client and machine; `smallest-fenced`
 //   and `smallest-fenced-coalesced`: the same, but the SET NX PX is run by a script that also
-//   issues a fencing token (INCR of a counter key): the smallest lock with fences
+//   issues a fencing token (INCR of a counter key): the smallest lock with fences;
+//   `latchkey-scripts`: latchkey's own calls for a lone caller (acquire.lua with two keys and two
+//   arguments, release-key.lua with the queue key: src/lua) on the bare client, coalesced, with
+//   tokens as latchkey's: what latchkey's protocol costs without latchkey's layers (the counter
+//   that outlives the lease by a day and fences from the server's clock cost acquire.lua a TIME
+//   and a SET ... PX ... GET where the smallest fenced lock has one INCR; the release checks the
+//   queue key: three commands each, against two)
 //   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
 //        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
@@ -47,8 +53,9 @@ async function lockLoop(contender, port) {
       close: async () => client.disconnect(),
     };
   }
-  if (contender.startsWith('smallest')) {
-    const { randomFillSync } = await import('node:crypto');
+  if (contender.startsWith('smallest') || contender === 'latchkey-scripts') {
+    const { randomBytes, randomFillSync } = await import('node:crypto');
+    const { readFileSync } = await import('node:fs');
     // Tokens as latchkey draws them: 128 bits each from a 4 KiB pool of CSPRNG bytes.
     const pool = Buffer.allocUnsafe(4096);
     let used = pool.length;
@@ -60,6 +67,25 @@ async function lockLoop(contender, port) {
       used += 16;
       return pool.toString('hex', used - 16, used);
     };
+    if (contender === 'latchkey-scripts') {
+      const lua = (file) => readFileSync(new URL(`../src/lua/${file}`, import.meta.url), 'utf8');
+      client.defineCommand('latchkeyAcquire', { numberOfKeys: 2, lua: lua('acquire.lua') });
+      client.defineCommand('latchkeyRelease', { numberOfKeys: 2, lua: lua('release-key.lua') });
+      const beforeSend = coalescer(client);
+      const tag = randomBytes(4).toString('hex');
+      return {
+        pair: async (key) => {
+          const lock = `ab:{${key}}`;
+          const token = tag + nextToken();
+          beforeSend();
+          const fence = await client.latchkeyAcquire(lock, `${lock}:fence`, token, '10000');
+          if (typeof fence !== 'number') throw new Error(`${key} is held`);
+          beforeSend();
+          await client.latchkeyRelease(lock, `${lock}:queue`, token);
+        },
+        close: async () => client.disconnect(),
+      };
+    }
     client.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
     client.defineCommand('setIfFreeAndFence', { numberOfKeys: 2, lua: SET_AND_FENCE });
     const beforeSend = contender.endsWith('-coalesced') ? coalescer(client) : () => {};
@@ -143,7 +169,7 @@ if (process.argv[2] === '--pass') {
   await loop.close();
 } else {
   const names = process.argv.slice(2);
-  const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced']);
+  const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced', 'latchkey-scripts']);
   if (names.length < 2) throw new Error(`usage: node bench/ab.mjs <contender> <contender> [...], a contender: a build's dist/index.js or one of ${[...named].join(', ')}`);
   const contenders = names.map((p) => (named.has(p) ? p : pathToFileURL(path.resolve(p)).href));
   console.log(clientsLine(['ioredis']));

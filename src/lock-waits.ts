@@ -135,11 +135,7 @@ export class LockWaits {
     const next = queue?.holder === lease && settings.localHandoffs > 0 && backend.handsOff ? queue.waiters[0] : undefined;
     if (!queue || !next || next.state !== 'queued') {
       if (backend.releaseAlone && !this.#wasHeldLately(keys.name)) {
-        return backend.releaseAlone(keys, token).then((reply) => {
-          if (reply !== 'passedOn') return reply;
-          this.#markHeldLately(keys.name); // someone waited after all
-          return 'ok';
-        });
+        return backend.releaseAlone(keys, token, () => this.#markHeldLately(keys.name)); // someone waited after all
       }
       // Without a hand-off, a release never answers one: the reply is an OwnershipReply.
       return backend.release(keys, token) as Promise<OwnershipReply>;

@@ -133,10 +133,10 @@ export interface Backend {
   /**
    * Optional: the release of a lease whose caller expects nobody to wait for the lock (its manager
    * found it free and not contended lately). It frees the lock in the cheapest call when nobody
-   * queued; when someone did, it releases as {@link Backend.release} does without a hand-off (one
-   * more round trip) and answers `'passedOn'`. Without it, the manager calls `release`.
+   * queued; when someone did, it calls `contended` and releases as {@link Backend.release} does
+   * without a hand-off (one more round trip). Without it, the manager calls `release`.
    */
-  releaseAlone?(keys: LockKeys, token: string): Promise<OwnershipReply | 'passedOn'>;
+  releaseAlone?(keys: LockKeys, token: string, contended: () => void): Promise<OwnershipReply>;
   /** Sets a held lease's TTL again. */
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */

@@ -206,7 +206,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     if (keys.semaphore || replication) return acquireFully(client, keys, token, ttl, queue);
     // A lock without replica acknowledgement, the common case: the script's promise and its parse.
     const call = acquireCall(keys, token, ttl, queue);
-    return runScript(client, acquireScript, call.keys, call.args).then(parseAcquire);
+    return runScript(client, acquireScript, call.keys, call.args, parseAcquire);
   };
   /** {@link acquireOn} for a semaphore, or with replica acknowledgement. */
   const acquireFully = async (client: ScriptClient, keys: LockKeys, token: string, ttl: number, queue?: QueueEntry): Promise<AcquireReply> => {
@@ -243,7 +243,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
     const full = wake
       ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
-      : runScript(client, releaseScript, [keys.lock, keys.fence, keys.queue, keys.alive], releaseArgs(token, inboxAt, sharded, handOff)).then(parseRelease);
+      : runScript(client, releaseScript, [keys.lock, keys.fence, keys.queue, keys.alive], releaseArgs(token, inboxAt, sharded, handOff), parseRelease);
     // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
     // is then freed on its key alone.
     return client.cluster ? releaseOrFallBack(full, () => releaseOnKey(client, keys, token, inboxAt, sharded)) : full;
@@ -306,16 +306,17 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       late.gaveBack(keys, token, backend); // once sent
       return releasing;
     },
-    releaseAlone(keys, token) {
+    releaseAlone(keys, token, contended) {
       // One Redis, granting releases: release-key.lua with the queue key (two keys, one argument).
       // A Cluster client, Redlock's nodes, replica acknowledgement and semaphores release as usual.
       if (!ready || ready.cluster || wake || keys.semaphore) return backend.release(keys, token) as Promise<OwnershipReply>;
       const client = ready;
-      const releasing = runScript(client, releaseKeyScript, [keys.lock, keys.queue], [token]).then((reply) => {
+      const releasing = runScript(client, releaseKeyScript, [keys.lock, keys.queue], [token], (reply): OwnershipReply | Promise<OwnershipReply> => {
         const code = asInteger(reply, releaseKeyScript);
         if (code !== 2) return ownership(code, 'release');
         // Someone queued meanwhile: release.lua passes the lock on.
-        return (releaseOn(client, keys, token) as Promise<OwnershipReply>).then((passed) => (passed === 'ok' ? 'passedOn' : passed));
+        contended();
+        return releaseOn(client, keys, token) as Promise<OwnershipReply>;
       });
       late.gaveBack(keys, token, backend); // once sent
       return releasing;

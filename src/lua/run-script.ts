@@ -8,7 +8,10 @@ import type { LuaScript } from './lua-script.js';
  * it (NOSCRIPT: after a restart, a failover or SCRIPT FLUSH). EVAL caches it again.
  * Driver errors become {@link BackendError}s (or {@link WrongTypeError}) with the original as `cause`.
  */
-export function runScript(client: ScriptClient, script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+export function runScript(client: ScriptClient, script: LuaScript, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+/** With `parse`: resolves to the parsed reply, in the same promise step (one fewer on every operation's path). */
+export function runScript<T>(client: ScriptClient, script: LuaScript, keys: readonly string[], args: readonly string[], parse: (reply: unknown) => T | PromiseLike<T>): Promise<T>;
+export function runScript(client: ScriptClient, script: LuaScript, keys: readonly string[], args: readonly string[], parse?: (reply: unknown) => unknown): Promise<unknown> {
   // Promise chains rather than an async function: this is every operation's hot path.
   let sent: Promise<unknown>;
   try {
@@ -17,9 +20,9 @@ export function runScript(client: ScriptClient, script: LuaScript, keys: readonl
   } catch (error) {
     return Promise.reject(error instanceof BackendError ? error : scriptError(script, keys, error));
   }
-  return sent.then(undefined, (error: unknown) => {
+  return sent.then(parse, (error: unknown) => {
     if (!isNoScript(error)) throw scriptError(script, keys, error);
-    return client.eval(script.source, keys, args).then(undefined, (retried: unknown) => {
+    return client.eval(script.source, keys, args).then(parse, (retried: unknown) => {
       throw scriptError(script, keys, retried);
     });
   });
