@@ -235,14 +235,14 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   const releaseOn = (client: ScriptClient, keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply> => {
     const [inboxAt, sharded] = publishArgs(client, keys);
     if (keys.semaphore) {
-      const full = runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, inboxAt, sharded]).then(parseSemaphoreRelease);
+      const full = runScript(client, semaphoreReleaseScript, [keys.lock, keys.holder, keys.queue, keys.alive], [token, inboxAt, sharded], parseSemaphoreRelease);
       // On a Cluster, a slot that migrates refuses the script while nobody waits (no queue key):
       // the permits are then given back on the permits hash (see cluster-migration.ts).
       return client.cluster ? releaseOrFallBack(full, () => releasePermitsOnKey(client, keys, token, inboxAt, sharded)) : full;
     }
     // Free, and wake the next waiter: its own acquire (through the quorum, or the WAIT) takes the lock.
     const full = wake
-      ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)).then(parseWakeRelease)
+      ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token), parseWakeRelease)
       : runScript(client, releaseScript, [keys.lock, keys.fence, keys.queue, keys.alive], releaseArgs(token, inboxAt, sharded, handOff), parseRelease);
     // On a Cluster, a slot that migrates refuses the script (see cluster-migration.ts): the lock
     // is then freed on its key alone.
@@ -340,7 +340,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     acquireWith(call) {
       // No async function and no await on the hot path: one promise per node, and the reply's parse.
-      const run = (client: ScriptClient): Promise<AcquireReply> => runScript(client, acquireScript, call.keys, call.args).then(parseAcquire);
+      const run = (client: ScriptClient): Promise<AcquireReply> => runScript(client, acquireScript, call.keys, call.args, parseAcquire);
       return ready ? run(ready) : connect().then(run);
     },
     wakeReleaseCall(keys, token) {
@@ -350,7 +350,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     releaseWith(keys, token, call) {
       const run = (client: ScriptClient): Promise<ReleaseReply> =>
-        (client.cluster ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token)) : runScript(client, wakeReleaseScript, call.keys, call.args)).then(parseWakeRelease);
+        client.cluster ? runScript(client, wakeReleaseScript, ...wakeRelease(client, keys, token), parseWakeRelease) : runScript(client, wakeReleaseScript, call.keys, call.args, parseWakeRelease);
       return ready ? run(ready) : connect().then(run);
     },
     async raiseFence(keys, fence, ttl) {
