@@ -16,7 +16,7 @@
 // Usage: npm run bench (after semaphore.mjs), or node bench/scale.mjs after npm run build.
 // Env: SCALE_LEASES (default 1,10,100,1000,10000,100000), SCALE_WAITERS (default
 // 10,100,1000,10000), SCALE_SECONDS (hold window, default 20), SCALE_WAIT_SECONDS (window while
-// waiting, default min(5, SCALE_SECONDS)), SCALE_ONLY=latchkey|redis-semaphore, SCALE_SIGNAL=1
+// waiting, default min(10, SCALE_SECONDS)), SCALE_ONLY=latchkey|redis-semaphore, SCALE_SIGNAL=1
 // (count latchkey's losses on lease.signal), LATCHKEY_DIST, BENCH_CLIENTS=6|5.
 // Results: bench/results/scale-latest.json and the chart bench/results/scale-chart.svg.
 import { fork } from 'node:child_process';
@@ -94,6 +94,9 @@ async function heldLeases(harness, server, lib, n, seconds) {
     const empty = await serverReading(harness, server.pid);
     child.send({ type: 'acquire' });
     const { acquireMs } = await child.next('held');
+    // The window starts 1.5 s after the last acquire: off the renewal bursts' edges (latchkey's every
+    // 3.33 s, redis-semaphore's every 8 s, counted from when the leases were taken).
+    await sleep(1500);
     const before = await serverReading(harness, server.pid);
     child.send({ type: 'start' });
     await sleep(seconds * 1000);
@@ -255,7 +258,7 @@ async function main() {
   const leases = sizes('SCALE_LEASES', '1,10,100,1000,10000,100000');
   const waiterSizes = sizes('SCALE_WAITERS', '10,100,1000,10000');
   const seconds = Number(process.env.SCALE_SECONDS || 20);
-  const waitSeconds = Number(process.env.SCALE_WAIT_SECONDS || Math.min(5, seconds));
+  const waitSeconds = Number(process.env.SCALE_WAIT_SECONDS || Math.min(10, seconds));
   const only = (process.env.SCALE_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   const libs = ['latchkey', 'redis-semaphore'].filter((l) => only.length === 0 || only.some((o) => l.includes(o)));
   console.log(clientsLine(['ioredis']));

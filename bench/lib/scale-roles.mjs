@@ -28,7 +28,7 @@ async function library(name, client, onLost) {
     const locks = createLocks({ redis: client, prefix: 'scale:', ...(useSignal ? {} : { hooks: { lost: onLost } }) });
     return {
       async hold(key) {
-        const lease = await locks.acquire(key, { ttl: TTL, renew: true, wait: 0 });
+        const lease = await locks.acquire(key, { ttl: TTL, renew: true, wait: 10_000 }); // free keys: no wait, but room for a slow reply under load
         if (useSignal) lease.signal.addEventListener('abort', () => lease.state === 'lost' && onLost(), { once: true });
         return lease;
       },
