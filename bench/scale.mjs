@@ -180,9 +180,14 @@ async function waiters(harness, server, lib, n, windowSeconds) {
     const { calledAt } = await holder.next('releases');
     const resolved = await Promise.all(workers.map((w) => w.next('resolved', 120_000)));
     const latencies = [];
+    const series = []; // [release called (ms after the first), release→acquired (ms)], in release order
     let from = 0;
     for (const r of resolved) {
-      r.resolvedAt.forEach((t, i) => t !== null && t !== undefined && latencies.push(t - calledAt[from + i]));
+      r.resolvedAt.forEach((t, i) => {
+        if (t === null || t === undefined) return;
+        latencies.push(t - calledAt[from + i]);
+        series[from + i] = [+(calledAt[from + i] - calledAt[0]).toFixed(3), +(t - calledAt[from + i]).toFixed(3)];
+      });
       from += r.resolvedAt.length;
     }
     await Promise.all([holder, ...workers].map((p) => p.next('closed')));
@@ -205,6 +210,7 @@ async function waiters(harness, server, lib, n, windowSeconds) {
       subscriberOmem: subs.reduce((a, c) => a + (c.omem ?? 0), 0),
       subscriberTotMem: subs.reduce((a, c) => a + (c['tot-mem'] ?? 0), 0),
       handoff: summarize(latencies),
+      releases: series.filter(Boolean),
       served: latencies.length,
       failed: resolved.reduce((a, r) => a + r.failed, 0),
       failures: resolved.flatMap((r) => r.failures).slice(0, 3),
