@@ -41,6 +41,8 @@ function sizes(name, fallback) {
 
 const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
 const fmt = (v, digits = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
+/** A rate: one decimal under 10, else none. */
+const rate = (v) => fmt(v, Math.abs(v) < 10 ? 1 : 0);
 const kb = (bytes) => (Number.isFinite(bytes) ? `${(bytes / 1024).toFixed(2)} KB` : 'n/a');
 const WORKERS = 4;
 
@@ -232,7 +234,7 @@ function heldTable(rows) {
       continue;
     }
     out.push(
-      `| ${r.lib} | ${fmt(r.n)} | ${fmt(r.commandsPerSecond)} | ${fmt(r.scriptCallsPerSecond)} | ${fmt(r.roundTripsPerSecond)} | ${fmt(r.redisCpuPercent, 1)} % | ${fmt(r.nodeCpuPercent, 1)} % | ` +
+      `| ${r.lib} | ${fmt(r.n)} | ${rate(r.commandsPerSecond)} | ${rate(r.scriptCallsPerSecond)} | ${rate(r.roundTripsPerSecond)} | ${fmt(r.redisCpuPercent, 1)} % | ${fmt(r.nodeCpuPercent, 1)} % | ` +
         `${kb(r.redisMemoryPerLease)} | ${kb(r.heapPerLease)} | ${r.lost + (r.notHeld > r.lost ? ` (${r.notHeld} not held)` : '')} | ` +
         `${fmt((r.redisCpuPercent * 1e4) / r.n, 2)} | ${fmt((r.nodeCpuPercent * 1e4) / r.n, 2)} | ${fmt(r.commandsPerSecond / r.n, 3)} |`,
     );
@@ -252,8 +254,8 @@ function waitersTable(rows) {
     }
     const h = r.handoff;
     out.push(
-      `| ${r.lib} | ${fmt(r.n)} | ${fmt(r.firstAnsweredMs, 1)} ms | ${r.queuedMs === undefined ? '—' : `${fmt(r.queuedMs, 1)} ms`} | ${fmt(r.waiterRoundTripsPerSecond)} | ${fmt(r.waiterRoundTripsPerSecond / r.n, 2)} | ` +
-        `${fmt(r.commandsPerSecond)} | ${fmt(r.redisCpuPercent, 1)} % | ${fmt(r.workersCpuPercent, 1)} % | ${kb(r.redisMemoryPerWaiter)} | ${kb(r.heapPerWaiter)} | ` +
+      `| ${r.lib} | ${fmt(r.n)} | ${fmt(r.firstAnsweredMs, 1)} ms | ${r.queuedMs === undefined ? '—' : `${fmt(r.queuedMs, 1)} ms`} | ${rate(r.waiterRoundTripsPerSecond)} | ${fmt(r.waiterRoundTripsPerSecond / r.n, 2)} | ` +
+        `${rate(r.commandsPerSecond)} | ${fmt(r.redisCpuPercent, 1)} % | ${fmt(r.workersCpuPercent, 1)} % | ${kb(r.redisMemoryPerWaiter)} | ${kb(r.heapPerWaiter)} | ` +
         `${r.subscribers} (${r.subscriberChannels}) | ${kb(r.subscriberTotMem)} (omem ${kb(r.subscriberOmem)}) | ${fmt(h.p50, 2)} / ${fmt(h.p99, 2)} / ${fmt(h.max, 2)} ms | ${r.served}/${r.n}${r.failed ? `, ${r.failed} failed` : ''} |`,
     );
   }
