@@ -1,17 +1,19 @@
 // The chart of bench/scale.mjs's held leases: cost per lease against the number of leases held,
-// latchkey next to redis-semaphore, three panels on log-log scales: Redis CPU and Node CPU (µs of
-// CPU per second, per lease) and Redis commands per second per lease. An SVG string, drawn like
+// latchkey next to redis-semaphore, four panels on log-log scales: Redis CPU and Node CPU (µs of
+// CPU per second, per lease), Redis commands per second per lease (the commands scripts run
+// included), and script calls (round trips) per second per lease. An SVG string, drawn like
 // bench/chart.mjs's (no dependencies).
 
 const escape = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const COLORS = { latchkey: '#1f6feb', 'redis-semaphore': '#8c959f' };
-const PANEL = { width: 270, height: 210 };
+const PANEL = { width: 220, height: 210 };
 const MARGIN = { left: 58, top: 78, gap: 48, bottom: 62 };
 
 const PANELS = [
   { title: 'Redis CPU per lease, µs/s', value: (r) => (r.redisCpuPercent * 1e4) / r.n },
   { title: 'Node CPU per lease, µs/s', value: (r) => (r.nodeCpuPercent * 1e4) / r.n },
   { title: 'Redis commands/s per lease', value: (r) => r.commandsPerSecond / r.n },
+  { title: 'script calls/s per lease', value: (r) => r.scriptCallsPerSecond / r.n },
 ];
 
 const log10 = Math.log10;
