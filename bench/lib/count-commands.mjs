@@ -8,8 +8,8 @@ import { importIoredis } from './clients.mjs';
 
 /**
  * Wraps sendCommand of the chosen ioredis major. Returns { count(): number of commands sent so
- * far, onFirstReply(keyOf, cb) }: `cb(key)` is called once per key, the first time a reply comes
- * to a command whose key is `keyOf(command)` (undefined: not one to follow).
+ * far, onFirstReply(keyOf, cb) }: `cb(key)` is called once per key, the first time a reply other
+ * than an error comes to a command whose key is `keyOf(command)` (undefined: not one to follow).
  */
 export async function countCommands() {
   const { Redis } = await importIoredis();
@@ -21,9 +21,10 @@ export async function countCommands() {
     if (follow) {
       const key = follow.keyOf(command);
       if (key !== undefined && !follow.seen.has(key)) {
+        // An error reply (NOSCRIPT before a script is loaded: the client sends it again) is not an answer.
         command.promise?.then(
           () => follow.answered(key),
-          () => follow.answered(key),
+          () => {},
         );
       }
     }
