@@ -2,11 +2,22 @@
 // contended hand-off scenario, each library with its default settings and with its fast variant,
 // side by side: acquisitions per second, and the p99 wait inside acquire() on a log scale.
 // Usage: node bench/chart.mjs [results.json] [out.svg]   (npm run bench runs it after run.mjs)
+//        node bench/chart.mjs --scale [scale-latest.json] [out.svg]: the chart of bench/scale.mjs
+//        (cost per held lease against leases held, latchkey and redis-semaphore), which
+//        scale.mjs also draws itself at its end, to bench/results/scale-chart.svg
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { drawScaleChart } from './lib/scale-chart.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+if (process.argv[2] === '--scale') {
+  const input = process.argv[3] ?? path.join(here, 'results', 'scale-latest.json');
+  const output = process.argv[4] ?? path.join(here, 'results', 'scale-chart.svg');
+  writeFileSync(output, drawScaleChart(JSON.parse(readFileSync(input, 'utf8'))));
+  process.stderr.write(`chart written to ${path.relative(process.cwd(), output)}\n`);
+  process.exit(0);
+}
 const input = process.argv[2] ?? path.join(here, 'results', 'latest.json');
 const output = process.argv[3] ?? path.join(here, 'results', 'chart.svg');
 const results = JSON.parse(readFileSync(input, 'utf8'));
