@@ -2,6 +2,9 @@
 // contended hand-off scenario, each library with its default settings and with its fast variant,
 // side by side: acquisitions per second, and the p99 wait inside acquire() on a log scale.
 // Usage: node bench/chart.mjs [results.json] [out.svg]   (npm run bench runs it after run.mjs)
+//        node bench/chart.mjs --uncontended [results.json] [out.svg]: scenario 4, the lone caller
+//        (pairs per second on 64 keys, and the sequential pair's p50), to
+//        bench/results/chart-uncontended.svg (npm run bench draws both)
 //        node bench/chart.mjs --scale [scale-latest.json] [out.svg]: the chart of bench/scale.mjs
 //        (cost per held lease against leases held, latchkey and redis-semaphore), which
 //        scale.mjs also draws itself at its end, to bench/results/scale-chart.svg
@@ -18,11 +21,14 @@ if (process.argv[2] === '--scale') {
   process.stderr.write(`chart written to ${path.relative(process.cwd(), output)}\n`);
   process.exit(0);
 }
-const input = process.argv[2] ?? path.join(here, 'results', 'latest.json');
-const output = process.argv[3] ?? path.join(here, 'results', 'chart.svg');
+const uncontended = process.argv[2] === '--uncontended';
+const args = uncontended ? process.argv.slice(3) : process.argv.slice(2);
+const input = args[0] ?? path.join(here, 'results', 'latest.json');
+const output = args[1] ?? path.join(here, 'results', uncontended ? 'chart-uncontended.svg' : 'chart.svg');
 const results = JSON.parse(readFileSync(input, 'utf8'));
-const rows = (results.scenarios?.handoff?.rows ?? []).filter((r) => r.metrics);
-if (rows.length === 0) throw new Error(`${input}: no hand-off results to draw`);
+const scenario = uncontended ? 'uncontended' : 'handoff';
+const rows = (results.scenarios?.[scenario]?.rows ?? []).filter((r) => r.metrics);
+if (rows.length === 0) throw new Error(`${input}: no ${scenario} results to draw`);
 
 const escape = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const ROW = 22;
@@ -56,13 +62,22 @@ function panel(x, title, value, format, log) {
 const labels = rows.map((r, i) => `<text x="${LABEL - 8}" y="${top + i * ROW + ROW - 10}" font-size="12" text-anchor="end"${r.ours ? ' font-weight="bold"' : ''}>${escape(r.label)}</text>`);
 const meta = results.meta ?? {};
 const clients = meta.clients ? ` · ioredis ${meta.clients.ioredis.version}, node-redis ${meta.clients.nodeRedis.version}` : '';
+const title = uncontended ? 'The lone caller: acquire + release of a free lock (npm run bench, scenario 4)' : 'Contended hand-off: 8 processes on one key, 1 ms hold (npm run bench)';
+const panels = uncontended
+  ? [
+      panel(LABEL, '64 loops on 64 keys, pairs per second (higher is better)', (r) => r.metrics.pairsPerSec, (v) => Math.round(v).toLocaleString('en-US'), false),
+      panel(LABEL + BAR + GAP + LABEL / 4, 'sequential pair p50, ms (lower is better)', (r) => r.metrics.pairP50, (v) => v.toFixed(3), false),
+    ]
+  : [
+      panel(LABEL, 'acquisitions per second (higher is better)', (r) => r.metrics.acqPerSec, (v) => Math.round(v).toLocaleString('en-US'), false),
+      panel(LABEL + BAR + GAP + LABEL / 4, 'p99 wait inside acquire(), ms, log scale (lower is better)', (r) => r.metrics.waitP99, (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)), true),
+    ];
 const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>
-<text x="10" y="24" font-size="15" font-weight="bold">Contended hand-off: 8 processes on one key, 1 ms hold (npm run bench)</text>
+<text x="10" y="24" font-size="15" font-weight="bold">${escape(title)}</text>
 <text x="10" y="42" font-size="11" fill="#57606a">${escape(`${meta.date ?? ''} · node ${meta.node ?? '?'} · redis ${meta.redis ?? '?'} · ${meta.cpus ?? '?'} CPUs${clients} · ${meta.seconds ?? '?'} s per pass · latchkey in blue`)}</text>
 ${labels.join('\n')}
-${panel(LABEL, 'acquisitions per second (higher is better)', (r) => r.metrics.acqPerSec, (v) => Math.round(v).toLocaleString('en-US'), false)}
-${panel(LABEL + BAR + GAP + LABEL / 4, 'p99 wait inside acquire(), ms, log scale (lower is better)', (r) => r.metrics.waitP99, (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)), true)}
+${panels.join('\n')}
 </svg>
 `;
 writeFileSync(output, svg);
