@@ -196,8 +196,19 @@ if (process.argv[2] === '--pass') {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
+  const medians = [];
   for (const [i, rs] of results.entries()) {
     const m = Object.fromEntries(Object.keys(rs[0]).map((k) => [k, median(rs.map((r) => r[k]))]));
+    medians.push(m);
     console.log(`median ${label(i)}: ${line(m)}  (${names[i]})`);
+  }
+  // The first contender's medians against each other's, as ratios (the goals of issue 20 are ratios).
+  const cpu = (m, who) => (who === 'node' ? m.userMicrosPerPair + m.systemMicrosPerPair : m.serverUserMicrosPerPair + m.serverSystemMicrosPerPair);
+  for (let i = 1; i < medians.length; i++) {
+    const [a, b] = [medians[0], medians[i]];
+    console.log(
+      `ratio A / ${label(i)}: pairs/s ${(a.pairsPerSecond / b.pairsPerSecond).toFixed(2)}x, Node CPU per pair ${(cpu(a, 'node') / cpu(b, 'node')).toFixed(2)}x, ` +
+        `Redis CPU per pair ${(cpu(a, 'redis') / cpu(b, 'redis')).toFixed(2)}x  (${names[0]} / ${names[i]})`,
+    );
   }
 }
