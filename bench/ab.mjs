@@ -22,6 +22,9 @@
 //   e.g. git stash && npm run build && cp -r dist bench/dist-a && git stash pop && npm run build
 //        node bench/ab.mjs bench/dist-a/index.js dist/index.js redis-semaphore
 //   (a copy of dist must sit inside the repository, so that it finds ioredis in node_modules)
+//   `peer:<adapter>/<variant>`: a library through its bench adapter (bench/adapters, each with its
+//   own client of the BENCH_CLIENTS major), e.g. peer:redlock-v4/default, peer:latchkey/default:
+//   every peer in the same run, passes interleaved
 //   AB_BACKEND=memory runs the latchkey contenders on the in-memory backend: the cost of
 //   latchkey's own layers without a driver or a round trip.
 //   BENCH_CLIENTS=6|5: the ioredis major every contender gets (lib/clients.mjs, 6 by default).
@@ -39,6 +42,14 @@ const ROUNDS = Number(process.env.ROUNDS || 4);
 const LOOPS = 64;
 
 async function lockLoop(contender, port) {
+  if (contender.startsWith('peer:')) {
+    // A peer library (or latchkey itself) through its bench adapter, with its own client(s).
+    const [name, variant = 'default'] = contender.slice('peer:'.length).split('/');
+    const { create } = await import(`./adapters/${name}.mjs`);
+    const lib = await create({ url: `redis://127.0.0.1:${port}`, key: 'k0', variant, ttl: 10_000 });
+    await lib.ping();
+    return { pair: async (key) => lib.release(await lib.acquire(key)), close: () => lib.close() };
+  }
   const { Redis } = await importIoredis();
   const client = new Redis(Number(port), '127.0.0.1');
   await client.ping();
@@ -171,7 +182,7 @@ if (process.argv[2] === '--pass') {
   const names = process.argv.slice(2);
   const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced', 'latchkey-scripts']);
   if (names.length < 2) throw new Error(`usage: node bench/ab.mjs <contender> <contender> [...], a contender: a build's dist/index.js or one of ${[...named].join(', ')}`);
-  const contenders = names.map((p) => (named.has(p) ? p : pathToFileURL(path.resolve(p)).href));
+  const contenders = names.map((p) => (named.has(p) || p.startsWith('peer:') ? p : pathToFileURL(path.resolve(p)).href));
   console.log(clientsLine(['ioredis']));
   const server = await startRedisServer();
   const results = contenders.map(() => []);
