@@ -52,6 +52,19 @@ describe('lua scripts', () => {
     expect(sent).toBe(1);
   });
 
+  it('a script with arguments per item takes exactly that many per item of keys', async () => {
+    let sent = 0;
+    const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
+    const script = scripts.extendManyScript;
+    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 0, 2]);
+    await expect(runScript(client, script, [], [])).rejects.toThrow(/1 per item and 0 \+ 2 per item/);
+    await expect(runScript(client, script, ['l1', 'l2'], ['t1', 't2', '100'])).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, ['l1'], ['t1', '100', '100'])).rejects.toBeInstanceOf(BackendError);
+    expect(sent).toBe(0);
+    await runScript(client, script, ['l1', 'l2'], ['t1', 't2', '100', '100']);
+    expect(sent).toBe(1);
+  });
+
   it('a script with optional trailing keys and arguments takes from the required ones up to all declared', async () => {
     let sent = 0;
     const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
