@@ -60,6 +60,19 @@ export type MultiAcquireReply =
 /** What an extend found: done, the key gone, or the key held by another token. */
 export type OwnershipReply = 'ok' | 'gone' | 'taken';
 
+/** One lease in a batch of renewals ({@link Backend.extendMany}): its lock, its token, its new TTL (ms). */
+export interface ExtendItem {
+  readonly keys: LockKeys;
+  readonly token: string;
+  readonly ttl: number;
+}
+
+/**
+ * What a batch of renewals found, one entry per lease in order: its {@link OwnershipReply}, or an
+ * Error for that lease alone (its key holds a value of another type) while the others were done.
+ */
+export type ExtendManyReply = readonly (OwnershipReply | Error)[];
+
 /** What a release found: released (freed, or granted to a queued waiter of another manager), handed off, or not held. */
 export type ReleaseReply = 'ok' | 'gone' | 'taken' | { readonly handedOff: number };
 
@@ -132,6 +145,19 @@ export interface Backend {
   release(keys: LockKeys, token: string, handOff?: HandOff): Promise<ReleaseReply>;
   /** Sets a held lease's TTL again. */
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
+  /**
+   * Optional: sets the TTL of several held leases of plain locks (no semaphore's) again, each only
+   * if its key still holds its token, in as few calls as can be (the watchdog's batched renewals,
+   * see Renewals). Resolves to one reply per item, in order; rejects when the backend could not be
+   * reached (no item's outcome is known then). Resolves to `undefined` when it cannot batch here,
+   * and the caller then extends each lease alone with {@link Backend.extend}.
+   *
+   * One Redis (redis-backend.ts): extend-many.lua, at most {@link MAX_BATCH} leases a call, the
+   * calls pipelined. Undefined on a Cluster client (each lock key is its own slot: one lease a
+   * call anyway) and with replica acknowledgement (each extend waits for its replicas). The
+   * memory backend implements it; Redlock and compat mode do not (per-lease extends).
+   */
+  extendMany?(items: readonly ExtendItem[]): Promise<ExtendManyReply | undefined>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
@@ -184,6 +210,9 @@ export interface Inbox {
 export function managerInbox(close: () => Promise<void>): Inbox {
   return { listening: () => true, join: () => Promise.resolve(), leave: () => {}, close };
 }
+
+/** The most leases one extend-many.lua call renews: one call never blocks the server long (about 0.2 ms for 500). */
+export const MAX_BATCH = 500;
 
 /** How long a fence counter outlives the lease (ms). After that, the server clock alone keeps fences increasing. */
 export const FENCE_RETENTION = 24 * 60 * 60 * 1000;
