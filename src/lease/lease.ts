@@ -6,7 +6,7 @@ import { LeaseLostError, LeaseReleasedError, UnreachableError, type LeaseLostRea
 import type { LockKeys } from '../keys.js';
 import { checkTtl } from '../validate.js';
 import type { Hold as HoldOf, LeaseContext as LeaseContextOf } from './lease-context.js';
-import { Watchdog, type Renewable, type RenewOptions } from './watchdog.js';
+import { Watchdog, type RenewOptions } from './watchdog.js';
 
 /** What a lease needs from the manager that made it. */
 export type LeaseContext = LeaseContextOf<Lease>;
@@ -283,7 +283,7 @@ export class Lease implements AsyncDisposable {
     onRenew(this, undefined);
   }
 
-  /** @internal A batched renewal's outcome (the manager's Renewals): see {@link Renewable.renewed}. */
+  /** @internal A batched renewal's outcome (the manager's Renewals): see `Renewable.renewed` in watchdog.ts. */
   renewed(sentAt: number, reply: OwnershipReply | Error, late = false): Promise<void> | undefined {
     // Released meanwhile, or being released: the release wins, whatever the batch found.
     if (this.#releasing || this.#state === 'released') return undefined;
