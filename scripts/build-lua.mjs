@@ -21,9 +21,9 @@ const entries = files.map((file) => {
   // Keys repeated per item (a script on several locks): lines that start with KEYS[<k>i] or KEYS[<k>i-<j>].
   const perItem = new Set([...header[1].matchAll(/^\s*KEYS\[(\d*i(?:-\d+)?)\]/gm)].map((m) => m[1])).size;
   const args = [...new Set([...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1])))];
-  // Arguments repeated per item, after the fixed ones: lines that start with ARGV[i] or ARGV[n+i]
-  // (n items: the first n arguments are the items' first, the next n their second, ...).
-  const argsPerItem = new Set([...header[1].matchAll(/^\s*ARGV\[((?:\d*n\+)?i)\]/gm)].map((m) => m[1])).size;
+  // Arguments repeated per item, after the fixed ones: lines that start with ARGV[i+<k>] (k: how
+  // many fixed arguments come first) or ARGV[n+i+<k>] (n items: the items' second argument each).
+  const argsPerItem = new Set([...header[1].matchAll(/^\s*ARGV\[((?:n\+)?i(?:\+\d+)?)\]/gm)].map((m) => m[1])).size;
   const used = [...source.slice(header[0].length).matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1]));
   for (const k of used) {
     if (!keys.includes(k)) throw new Error(`${file}: uses KEYS[${k}] but its header does not document it`);

@@ -388,8 +388,12 @@ export class Lease implements AsyncDisposable {
   #extended(sentAt: number, ttl: number): void {
     if (sentAt < this.#extendedAt) return;
     this.#extendedAt = sentAt;
-    this.#validUntil = validUntil(sentAt, ttl, this.#context.driftFactor);
-    this.#armExpiry();
+    const until = validUntil(sentAt, ttl, this.#context.driftFactor);
+    const later = until >= this.#validUntil;
+    this.#validUntil = until;
+    // A later validity leaves an armed expiry timer as it is: it fires at the old one, finds the
+    // lease valid, and arms itself again (a timer per validity, not one per renewal).
+    if (!later || this.#expiryTimer === undefined) this.#armExpiry();
   }
 
   #noticeExpiry(): void {

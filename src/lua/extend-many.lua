@@ -8,8 +8,9 @@
   call never blocks the server long. On Redis Cluster every key must be in one slot.
 
   KEYS[i]    lock key of lease i       (i = 1 .. n, n >= 1)
-  ARGV[i]    token of lease i
-  ARGV[n+i]  new time to live of lease i, milliseconds, positive integer (counted from now)
+  ARGV[1]    new time to live of every lease, milliseconds, positive integer (counted from now):
+             leases of other TTLs go in other calls
+  ARGV[i+1]  token of lease i
 
   Returns
     {s_1, ..., s_n}  one status per lease, in order, as extend.lua's:
@@ -19,14 +20,14 @@
       -2  not looked at: the key holds a value that is not a string (WRONGTYPE); the other
           leases are still extended
 ]]
-local n = #KEYS
+local ttl = ARGV[1]
 local status = {}
-for i = 1, n do
+for i = 1, #KEYS do
   local current = redis.pcall('GET', KEYS[i])
   if type(current) == 'table' and current.err then
     status[i] = -2
-  elseif current == ARGV[i] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[n + i])
+  elseif current == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ttl)
     status[i] = 1
   elseif not current then
     status[i] = 0

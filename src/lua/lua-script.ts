@@ -11,8 +11,8 @@ export interface LuaScript {
   readonly keysPerItem?: number;
   /**
    * For a script on several items: how many arguments each item brings after the fixed
-   * `numberOfArgs` (`ARGV[i]`, `ARGV[n+i]` in the header: with n items, the first n are the items'
-   * first argument, the next n their second). A call then passes exactly that many per item.
+   * `numberOfArgs` (`ARGV[i+1]` in the header, after one fixed argument; `ARGV[n+i+1]` for a
+   * second argument of each of n items). A call then passes exactly that many per item.
    */
   readonly argsPerItem?: number;
   /** How many `ARGV[i]` its contract header declares. */

@@ -56,12 +56,12 @@ describe('lua scripts', () => {
     let sent = 0;
     const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
     const script = scripts.extendManyScript;
-    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 0, 2]);
-    await expect(runScript(client, script, [], [])).rejects.toThrow(/1 per item and 0 \+ 2 per item/);
-    await expect(runScript(client, script, ['l1', 'l2'], ['t1', 't2', '100'])).rejects.toBeInstanceOf(BackendError);
-    await expect(runScript(client, script, ['l1'], ['t1', '100', '100'])).rejects.toBeInstanceOf(BackendError);
+    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 1, 1]);
+    await expect(runScript(client, script, [], ['100'])).rejects.toThrow(/1 per item and 1 \+ 1 per item/);
+    await expect(runScript(client, script, ['l1', 'l2'], ['100', 't1'])).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, ['l1'], ['100', 't1', 't2'])).rejects.toBeInstanceOf(BackendError);
     expect(sent).toBe(0);
-    await runScript(client, script, ['l1', 'l2'], ['t1', 't2', '100', '100']);
+    await runScript(client, script, ['l1', 'l2'], ['100', 't1', 't2']);
     expect(sent).toBe(1);
   });
 
