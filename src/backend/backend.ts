@@ -152,10 +152,12 @@ export interface Backend {
    * reached (no item's outcome is known then). Resolves to `undefined` when it cannot batch here,
    * and the caller then extends each lease alone with {@link Backend.extend}.
    *
-   * One Redis (redis-backend.ts): extend-many.lua, at most {@link MAX_BATCH} leases a call, the
-   * calls pipelined. Undefined on a Cluster client (each lock key is its own slot: one lease a
-   * call anyway) and with replica acknowledgement (each extend waits for its replicas). The
-   * memory backend implements it; Redlock and compat mode do not (per-lease extends).
+   * One Redis (redis-backend.ts): extend-many.lua, at most {@link MAX_BATCH} leases of one TTL a
+   * call, the calls pipelined. Undefined on a Cluster client (a script's keys must share a slot,
+   * and each lock name is its own hash tag: a batch would hold a handful of leases among 16,384
+   * slots) and with replica acknowledgement (each extend waits for its replicas). The memory
+   * backend implements it; Redlock and compat mode do not. Where it is missing or undefined,
+   * leases are extended one a call, still on the manager's one renewal timer.
    */
   extendMany?(items: readonly ExtendItem[]): Promise<ExtendManyReply | undefined>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
@@ -211,7 +213,12 @@ export function managerInbox(close: () => Promise<void>): Inbox {
   return { listening: () => true, join: () => Promise.resolve(), leave: () => {}, close };
 }
 
-/** The most leases one extend-many.lua call renews: one call never blocks the server long (about 0.2 ms for 500). */
+/**
+ * The most leases one extend-many.lua call renews, so that one call never blocks the server long:
+ * 500 took 0.8 ms of Redis 7.0's time in a loop, 1.6 to 2.9 ms amid other work (EVALSHA's
+ * `usec_per_call`, on a shared 2-core machine): about 2 to 6 µs a lease, against 12 µs for one
+ * extend.lua call.
+ */
 export const MAX_BATCH = 500;
 
 /** How long a fence counter outlives the lease (ms). After that, the server clock alone keeps fences increasing. */
