@@ -98,7 +98,7 @@ export class Lease implements AsyncDisposable {
     // The manager arms the expiry (watchExpiry) once it has registered the lease: a lease that
     // ended inside its constructor would end before the manager knew it.
     this.#extendedAt = sentAt;
-    if (renew) this.#watchdog = new Watchdog(this, keys, renew, (error) => this.#lose(error), context.renewals);
+    if (renew) this.#watchdog = new Watchdog(this, keys, renew, context.renewals);
   }
 
   /** The random token that proves ownership in the backend (128 bits). Never log it. */

@@ -51,7 +51,6 @@ export class Watchdog {
   /** Renew every this many ms. */
   readonly every: number;
   readonly #maxHold: number;
-  readonly #onLost: (error: LeaseLostError) => void;
   readonly #renewals: Renewals;
   /** When the next renewal is due, monotonic ms (meaningful while scheduled). */
   due = Infinity;
@@ -63,12 +62,11 @@ export class Watchdog {
   /** True while a renewal waits for its reply. */
   renewing = false;
 
-  constructor(lease: Renewable, keys: LockKeys, options: RenewOptions, onLost: (error: LeaseLostError) => void, renewals: Renewals) {
+  constructor(lease: Renewable, keys: LockKeys, options: RenewOptions, renewals: Renewals) {
     this.lease = lease;
     this.keys = keys;
     this.every = options.every ?? Math.max(1, Math.floor(lease.ttl / 3));
     this.#maxHold = options.maxHold ?? Infinity;
-    this.#onLost = onLost;
     this.#renewals = renewals;
     this.#schedule(this.every);
   }
@@ -128,9 +126,9 @@ export class Watchdog {
 
   #failed(error: unknown): void {
     this.renewing = false;
+    // A renewal rejects with a LeaseLostError only once the lease is lost: nothing more to do.
     if (error instanceof LeaseLostError) {
       this.stop();
-      this.#onLost(error);
       return;
     }
     if (this.#stopped) return;
