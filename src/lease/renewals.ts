@@ -20,7 +20,7 @@
  * (its `extendMany` resolves to undefined) and semaphore permits are renewed one lease a call, on
  * the same timer.
  */
-import { MAX_BATCH, type Backend, type ExtendItem, type ExtendManyReply } from '../backend/backend.js';
+import { MAX_BATCH, type Backend, type ExtendManyReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import type { Watchdog } from './watchdog.js';
@@ -41,24 +41,12 @@ export class Renewals {
   #timerAt = Infinity;
   /** False once the backend said it cannot batch (a Cluster client): every lease is then renewed alone. */
   #batching: boolean;
-  /** Script calls sent for batches so far (for tests and figures). */
-  #batches = 0;
 
   /** `touchHolder`: keeps the manager's holder registration alive, once per batch (see HolderNames.touch). */
   constructor(backend: Backend, touchHolder?: () => void) {
     this.#backend = backend;
     this.#touchHolder = touchHolder;
     this.#batching = backend.extendMany !== undefined;
-  }
-
-  /** How many leases wait for their next renewal. */
-  get scheduled(): number {
-    return this.#heap.length;
-  }
-
-  /** How many batches (extend-many calls, or in-memory batches) were sent so far. */
-  get batches(): number {
-    return this.#batches;
   }
 
   /** Schedules the watchdog's next renewal, at its `due` time. */
@@ -114,12 +102,10 @@ export class Renewals {
   /** One batch: one extendMany call, each lease taking its own reply; bounded by the leases' validity. */
   #send(batch: readonly Watchdog[]): void {
     const sentAt = now();
-    this.#batches++;
     this.#touchHolder?.();
-    const items: ExtendItem[] = batch.map((w) => ({ keys: w.keys, token: w.lease.token, ttl: w.lease.ttl }));
     let call: Promise<ExtendManyReply | undefined>;
     try {
-      call = this.#backend.extendMany!(items);
+      call = this.#backend.extendMany!(batch); // each watchdog is its lease's ExtendItem
     } catch (error) {
       call = Promise.reject(error);
     }

@@ -1,4 +1,4 @@
-import type { OwnershipReply } from '../backend/backend.js';
+import type { ExtendItem, OwnershipReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { LeaseLostError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
@@ -44,7 +44,7 @@ export interface Renewable {
  * reach the backend is retried while validity remains, and the lease's own expiry reports it as
  * unreachable when validity runs out.
  */
-export class Watchdog {
+export class Watchdog implements ExtendItem {
   readonly lease: Renewable;
   /** The lease's lock, for a batched renewal. */
   readonly keys: LockKeys;
@@ -69,6 +69,16 @@ export class Watchdog {
     this.#maxHold = options.maxHold ?? Infinity;
     this.#renewals = renewals;
     this.#schedule(this.every);
+  }
+
+  /** The lease's token (an {@link ExtendItem}: a batch sends the watchdogs themselves, no object made per renewal). */
+  get token(): string {
+    return this.lease.token;
+  }
+
+  /** The TTL each renewal sets: the lease's own. */
+  get ttl(): number {
+    return this.lease.ttl;
   }
 
   stop(): void {
