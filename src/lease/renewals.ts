@@ -23,10 +23,12 @@
 import { MAX_BATCH, type Backend, type ExtendManyReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
+import { RenewalQueue } from './renewal-queue.js';
 import type { Watchdog } from './watchdog.js';
 
 /** How early a lease may be renewed to join a batch: this fraction of its renewal interval. */
 const WINDOW = 1 / 4;
+const windowOf = (w: Watchdog): number => w.every * WINDOW;
 
 /** The deadlines of batches in flight: one entry per batch, at the earliest validity it still waits on. */
 const inFlight = new Deadlines();
@@ -35,8 +37,8 @@ const inFlight = new Deadlines();
 export class Renewals {
   readonly #backend: Backend;
   readonly #touchHolder: (() => void) | undefined;
-  /** The scheduled watchdogs, a binary min-heap on `due`; each knows its index (`slot`). */
-  readonly #heap: Watchdog[] = [];
+  /** The scheduled watchdogs, in the order due. */
+  readonly #queue = new RenewalQueue<Watchdog>();
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
   /** False once the backend said it cannot batch (a Cluster client): every lease is then renewed alone. */
@@ -49,27 +51,16 @@ export class Renewals {
     this.#batching = backend.extendMany !== undefined;
   }
 
-  /** Schedules the watchdog's next renewal, at its `due` time. */
-  add(w: Watchdog): void {
-    if (w.slot >= 0) this.remove(w);
-    w.slot = this.#heap.length;
-    this.#heap.push(w);
-    this.#up(w.slot);
+  /** Schedules the watchdog's next renewal, at its `due` time; `regular`: one interval from now (see RenewalQueue). */
+  add(w: Watchdog, regular: boolean): void {
+    this.#queue.add(w, regular);
     if (w.due < this.#timerAt) this.#arm(w.due);
   }
 
   /** Takes the watchdog out (stopped); nothing when it is not scheduled. */
   remove(w: Watchdog): void {
-    const i = w.slot;
-    if (i < 0) return;
-    w.slot = -1;
-    const last = this.#heap.pop()!;
-    if (last === w) return;
-    this.#heap[i] = last;
-    last.slot = i;
-    this.#down(i);
-    this.#up(last.slot);
     // The timer stays armed: when it fires early for nothing, it is armed again for the earliest.
+    this.#queue.remove(w);
   }
 
   #arm(at: number): void {
@@ -85,18 +76,15 @@ export class Renewals {
     this.#timerAt = Infinity;
     const t = now();
     const batch: Watchdog[] = [];
-    const heap = this.#heap;
-    // Everything due within its window; the heap is ordered by `due`, so a lease with a wider
-    // window further down may wait for a later batch (never past its own due time).
-    while (heap.length > 0 && heap[0]!.due - heap[0]!.every * WINDOW <= t) {
-      const w = heap[0]!;
-      this.remove(w);
-      if (!w.begin(t)) continue;
+    // Everything due within its window (a quarter of its interval).
+    this.#queue.takeDue(t, windowOf, (w) => {
+      if (!w.begin(t)) return;
       if (this.#batching && w.keys.semaphore === undefined) batch.push(w);
       else w.renewAlone();
-    }
+    });
     for (let start = 0; start < batch.length; start += MAX_BATCH) this.#send(batch.slice(start, start + MAX_BATCH));
-    if (heap.length > 0) this.#arm(heap[0]!.due);
+    const next = this.#queue.earliest();
+    if (next < Infinity) this.#arm(next);
   }
 
   /** One batch: one extendMany call, each lease taking its own reply; bounded by the leases' validity. */
@@ -153,39 +141,5 @@ export class Renewals {
         for (const w of open) w.replied(sentAt, failure);
       },
     );
-  }
-
-  #up(i: number): void {
-    const heap = this.#heap;
-    const w = heap[i]!;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      const p = heap[parent]!;
-      if (p.due <= w.due) break;
-      heap[i] = p;
-      p.slot = i;
-      i = parent;
-    }
-    heap[i] = w;
-    w.slot = i;
-  }
-
-  #down(i: number): void {
-    const heap = this.#heap;
-    const n = heap.length;
-    const w = heap[i]!;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= n) break;
-      const right = left + 1;
-      const child = right < n && heap[right]!.due < heap[left]!.due ? right : left;
-      const c = heap[child]!;
-      if (c.due >= w.due) break;
-      heap[i] = c;
-      c.slot = i;
-      i = child;
-    }
-    heap[i] = w;
-    w.slot = i;
   }
 }

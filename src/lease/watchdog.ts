@@ -2,6 +2,7 @@ import type { ExtendItem, OwnershipReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { LeaseLostError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
+import type { Queued } from './renewal-queue.js';
 import type { Renewals } from './renewals.js';
 
 /** Options of the watchdog that keeps a lease alive while work runs. */
@@ -44,7 +45,7 @@ export interface Renewable {
  * reach the backend is retried while validity remains, and the lease's own expiry reports it as
  * unreachable when validity runs out.
  */
-export class Watchdog implements ExtendItem {
+export class Watchdog implements ExtendItem, Queued {
   readonly lease: Renewable;
   /** The lease's lock, for a batched renewal. */
   readonly keys: LockKeys;
@@ -54,8 +55,10 @@ export class Watchdog implements ExtendItem {
   readonly #renewals: Renewals;
   /** When the next renewal is due, monotonic ms (meaningful while scheduled). */
   due = Infinity;
-  /** @internal Where the scheduler keeps this watchdog (its heap index); -1 while not scheduled. */
+  /** @internal Where the scheduler's queue keeps this watchdog (see RenewalQueue); -1 while not scheduled. */
   slot = -1;
+  /** @internal The scheduler's queue's count of this watchdog's entries (see RenewalQueue). */
+  seq = 0;
   #stopped = false;
   /** The last error from a renewal that could not reach the backend; cleared by a success. */
   lastError: unknown;
@@ -125,7 +128,7 @@ export class Watchdog implements ExtendItem {
   #schedule(delay: number): void {
     if (this.#stopped) return;
     this.due = now() + delay;
-    this.#renewals.add(this);
+    this.#renewals.add(this, delay === this.every);
   }
 
   #renewed(): void {
