@@ -21,6 +21,9 @@ const entries = files.map((file) => {
   // Keys repeated per item (a script on several locks): lines that start with KEYS[<k>i] or KEYS[<k>i-<j>].
   const perItem = new Set([...header[1].matchAll(/^\s*KEYS\[(\d*i(?:-\d+)?)\]/gm)].map((m) => m[1])).size;
   const args = [...new Set([...header[1].matchAll(/^\s*ARGV\[(\d+)\]/gm)].map((m) => Number(m[1])))];
+  // Arguments repeated per item, after the fixed ones: lines that start with ARGV[i+<k>] (k: how
+  // many fixed arguments come first) or ARGV[n+i+<k>] (n items: the items' second argument each).
+  const argsPerItem = new Set([...header[1].matchAll(/^\s*ARGV\[((?:n\+)?i(?:\+\d+)?)\]/gm)].map((m) => m[1])).size;
   const used = [...source.slice(header[0].length).matchAll(/KEYS\[(\d+)\]/g)].map((m) => Number(m[1]));
   for (const k of used) {
     if (!keys.includes(k)) throw new Error(`${file}: uses KEYS[${k}] but its header does not document it`);
@@ -28,7 +31,7 @@ const entries = files.map((file) => {
   const sha = createHash('sha1').update(source).digest('hex');
   const optionalKeys = optional('KEYS');
   const optionalArgs = optional('ARGV');
-  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length, keysPerItem: perItem, optionalKeys, optionalArgs };
+  return { name: camel(file.replace(/\.lua$/, '')), file, source, sha, numberOfKeys: keys.length, numberOfArgs: args.length, keysPerItem: perItem, argsPerItem, optionalKeys, optionalArgs };
 });
 
 const out = [
@@ -37,12 +40,13 @@ const out = [
   '',
   ...entries.map((e) =>
     [
-      `/** ${e.file}: ${e.keysPerItem > 0 ? `${e.numberOfKeys} key(s) and ${e.keysPerItem} per item` : `${e.numberOfKeys} key(s)`}${e.optionalKeys ? ` (the last ${e.optionalKeys} optional)` : ''}, ${e.numberOfArgs} argument(s)${e.optionalArgs ? ` (the last ${e.optionalArgs} optional)` : ''}. */`,
+      `/** ${e.file}: ${e.keysPerItem > 0 ? `${e.numberOfKeys} key(s) and ${e.keysPerItem} per item` : `${e.numberOfKeys} key(s)`}${e.optionalKeys ? ` (the last ${e.optionalKeys} optional)` : ''}, ${e.numberOfArgs} argument(s)${e.optionalArgs ? ` (the last ${e.optionalArgs} optional)` : ''}${e.argsPerItem > 0 ? ` and ${e.argsPerItem} per item` : ''}. */`,
       `export const ${e.name}Script: LuaScript = {`,
       `  name: ${JSON.stringify(e.name)},`,
       `  numberOfKeys: ${e.numberOfKeys},`,
       `  numberOfArgs: ${e.numberOfArgs},`,
       ...(e.keysPerItem > 0 ? [`  keysPerItem: ${e.keysPerItem},`] : []),
+      ...(e.argsPerItem > 0 ? [`  argsPerItem: ${e.argsPerItem},`] : []),
       ...(e.optionalKeys > 0 ? [`  optionalKeys: ${e.optionalKeys},`] : []),
       ...(e.optionalArgs > 0 ? [`  optionalArgs: ${e.optionalArgs},`] : []),
       `  sha: ${JSON.stringify(e.sha)},`,

@@ -6,6 +6,7 @@ import { BackendError, ClosedError, InvalidOptionError, StaleFenceError } from '
 import { fairLockOver, FAIR_LOCK_OPTIONS, type FairLock, type FairLockOptions } from './fair-lock.js';
 import { KeysCache } from './keys.js';
 import { Lease } from './lease/lease.js';
+import { Renewals } from './lease/renewals.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
@@ -99,6 +100,7 @@ class LockManager implements Locks {
       leaseContext: {
         backend,
         driftFactor: settings.driftFactor,
+        renewals: new Renewals(backend, () => holders.touch()),
         touchHolder: () => holders.touch(),
         release: observer?.tracing
           ? (lease, keys, token) => observer.traceRelease(lease, () => this.#locks.release(lease, keys, token))

@@ -363,6 +363,8 @@ export function memoryBackend(store: MemoryStore): Backend {
       keys.semaphore ? store.semaphoreAcquire(keys.lock, token, ttl, keys.semaphore, queue) : store.acquire(keys.lock, token, ttl, queue),
     release: async (keys, token, handOff) => (keys.semaphore ? store.semaphoreRelease(keys.lock, token) : store.release(keys.lock, token, handOff)),
     extend: async (keys, token, ttl) => (keys.semaphore ? store.semaphoreExtend(keys.lock, token, ttl) : store.extend(keys.lock, token, ttl)),
+    extendMany: async (items) =>
+      items.map((item) => (item.keys.semaphore ? store.semaphoreExtend(item.keys.lock, item.token, item.ttl) : store.extend(item.keys.lock, item.token, item.ttl))),
     leave: async (keys, member, token) => (keys.semaphore ? store.semaphoreLeave(keys.lock, member, token) : store.leave(keys.lock, member, token)),
     registerHolder: async (key, who, ttl) => store.registerHolder(key, who, ttl),
     lookupHolder: async (key) => store.lookupHolder(key),

@@ -25,6 +25,7 @@ import {
 import { FENCE_RETENTION, type HandOff, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { leaveOrFallBack, releaseOnKey, releasePermitsOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
+import { extendManyOn } from './extend-many.js';
 import { LateAcquires } from './late-acquires.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
@@ -337,6 +338,11 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
         throw new ReplicationError(keys.name, replication.replicas, acks, replication.timeout, 'extend');
       }
       return result;
+    },
+    async extendMany(items) {
+      // Not on a Cluster client (each lock key is its own slot) nor with replica acknowledgement.
+      const client = ready ?? (await connect());
+      return client.cluster || replication ? undefined : extendManyOn(client, items);
     },
     acquireWith(call) {
       // No async function and no await on the hot path: one promise per node, and the reply's parse.

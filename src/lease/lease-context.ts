@@ -4,6 +4,7 @@
  */
 import type { Backend, OwnershipReply } from '../backend/backend.js';
 import type { LockKeys } from '../keys.js';
+import type { Renewals } from './renewals.js';
 
 /** What a lease needs from the manager that made it. */
 export interface LeaseContext<L> {
@@ -15,6 +16,8 @@ export interface LeaseContext<L> {
   readonly onEnd: (lease: L) => void;
   /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */
   readonly onRenew?: ((lease: L, error: unknown) => void) | undefined;
+  /** The manager's renewal scheduler: every watchdog of its leases renews through it (batched). */
+  readonly renewals: Renewals;
   /** Keeps the manager's holder registration alive while its leases are renewed (see HolderNames.touch). */
   readonly touchHolder?: (() => void) | undefined;
   /** The lease was left to expire (`Lease.letExpire`): the manager no longer releases it at `close()`. */

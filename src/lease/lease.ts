@@ -55,6 +55,8 @@ export class Lease implements AsyncDisposable {
   #endReason: (() => Error) | undefined;
   readonly #acquiredAt: number;
   #validUntil: number;
+  /** When the acquire or the extend that `#validUntil` counts from was sent. */
+  #extendedAt: number;
   #state: LeaseState = 'held';
   #lostError: LeaseLostError | undefined;
   #expiryTimer: NodeJS.Timeout | undefined;
@@ -95,7 +97,8 @@ export class Lease implements AsyncDisposable {
     this.#validUntil = validUntil(sentAt, ttl, context.driftFactor);
     // The manager arms the expiry (watchExpiry) once it has registered the lease: a lease that
     // ended inside its constructor would end before the manager knew it.
-    if (renew) this.#watchdog = new Watchdog(this, renew, (error) => this.#lose(error));
+    this.#extendedAt = sentAt;
+    if (renew) this.#watchdog = new Watchdog(this, keys, renew, context.renewals);
   }
 
   /** The random token that proves ownership in the backend (128 bits). Never log it. */
@@ -197,8 +200,7 @@ export class Lease implements AsyncDisposable {
       // reply, or it was declared lost meanwhile): the key holds our token for a new TTL.
       if (reply === 'ok' && this.#state === 'lost') await this.#giveBack();
       this.#assertHeld();
-      this.#validUntil = validUntil(sentAt, ttl, this.#context.driftFactor);
-      this.#armExpiry();
+      this.#extended(sentAt, ttl);
     });
   }
 
@@ -299,6 +301,33 @@ export class Lease implements AsyncDisposable {
     onRenew(this, undefined);
   }
 
+  /** @internal A batched renewal's outcome (the manager's Renewals): see `Renewable.renewed` in watchdog.ts. */
+  renewed(sentAt: number, reply: OwnershipReply | Error, late = false): Promise<void> | undefined {
+    // Released meanwhile, or being released: the release wins, whatever the batch found.
+    if (this.#releasing || this.#state === 'released') return undefined;
+    this.#noticeExpiry();
+    let outcome: Promise<void> | undefined;
+    if (this.#state === 'lost') {
+      // Its validity ran out before the reply (or it was lost meanwhile): a key the batch
+      // extended holds our token for a new TTL, and is given back.
+      if (reply === 'ok') void this.#giveBack();
+      outcome = Promise.reject(this.#lostError!);
+    } else if (reply instanceof Error) {
+      outcome = Promise.reject(reply); // the watchdog tries again while validity remains
+    } else if (reply !== 'ok') {
+      outcome = this.#lostBy(reply).then(() => Promise.reject(this.#lostError!));
+    } else {
+      this.#extended(sentAt, this.ttl);
+    }
+    const onRenew = late ? undefined : this.#context.onRenew;
+    if (!onRenew) return outcome;
+    if (!outcome) return void onRenew(this, undefined);
+    return outcome.catch((error: unknown) => {
+      onRenew(this, error);
+      throw error;
+    });
+  }
+
   /** Whether the lease was lost, and why. */
   get lostError(): LeaseLostError | undefined {
     return this.#lostError;
@@ -367,6 +396,22 @@ export class Lease implements AsyncDisposable {
 
   #lossFor(reason: LeaseLostReason, cause?: unknown): LeaseLostError {
     return new LeaseLostError(this.key, this.fence, reason, cause === undefined ? undefined : { cause });
+  }
+
+  /**
+   * Extended by a call sent at `sentAt` for `ttl` ms. Validity counts from the latest call sent
+   * (a renewal batch and an `extend()` may be in flight together; one connection runs them in the
+   * order sent, so the latest sent set the key's TTL last).
+   */
+  #extended(sentAt: number, ttl: number): void {
+    if (sentAt < this.#extendedAt) return;
+    this.#extendedAt = sentAt;
+    const until = validUntil(sentAt, ttl, this.#context.driftFactor);
+    const later = until >= this.#validUntil;
+    this.#validUntil = until;
+    // A later validity leaves an armed expiry timer as it is: it fires at the old one, finds the
+    // lease valid, and arms itself again (a timer per validity, not one per renewal).
+    if (!later || this.#expiryTimer === undefined) this.#armExpiry();
   }
 
   #noticeExpiry(): void {

@@ -9,6 +9,12 @@ export interface LuaScript {
    * `KEYS[2i]` in the header), after the fixed `numberOfKeys`. A call then passes at least one item.
    */
   readonly keysPerItem?: number;
+  /**
+   * For a script on several items: how many arguments each item brings after the fixed
+   * `numberOfArgs` (`ARGV[i+1]` in the header, after one fixed argument; `ARGV[n+i+1]` for a
+   * second argument of each of n items). A call then passes exactly that many per item.
+   */
+  readonly argsPerItem?: number;
   /** How many `ARGV[i]` its contract header declares. */
   readonly numberOfArgs: number;
   /** How many of the declared keys, the last ones, a call may leave out (`KEYS[i]?` in the header). */

@@ -87,12 +87,18 @@ function checkArity(script: LuaScript, keys: readonly string[], args: readonly s
   const optionalArgs = script.optionalArgs ?? 0;
   const keysMatch =
     perItem > 0 ? items >= perItem && items % perItem === 0 : keys.length <= script.numberOfKeys && keys.length >= script.numberOfKeys - optionalKeys;
-  if (!keysMatch || args.length > script.numberOfArgs || args.length < script.numberOfArgs - optionalArgs) {
+  const argsPerItem = script.argsPerItem ?? 0;
+  const argsMatch =
+    argsPerItem > 0
+      ? perItem > 0 && args.length === script.numberOfArgs + (items / perItem) * argsPerItem
+      : args.length <= script.numberOfArgs && args.length >= script.numberOfArgs - optionalArgs;
+  if (!keysMatch || !argsMatch) {
     const range = (n: number, optional: number): string => (optional > 0 ? `${n - optional} to ${n}` : String(n));
     const declared = perItem > 0 ? `${script.numberOfKeys} + ${perItem} per item` : range(script.numberOfKeys, optionalKeys);
+    const declaredArgs = argsPerItem > 0 ? `${script.numberOfArgs} + ${argsPerItem} per item` : range(script.numberOfArgs, optionalArgs);
     throw new BackendError(
       script.name,
-      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${declared} and ${range(script.numberOfArgs, optionalArgs)} (a latchkey bug: please report it)`,
+      `called with ${keys.length} keys and ${args.length} arguments, but its header declares ${declared} and ${declaredArgs} (a latchkey bug: please report it)`,
     );
   }
 }

@@ -454,6 +454,23 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
       expect((error as LockSuppressedError).error).toBeInstanceOf(LeaseLostError);
     });
 
+    it('renews leases due together each with its own outcome: one whose key is deleted is lost alone, the others stay held', async () => {
+      fresh();
+      const [a, b] = [locks(), locks()];
+      const names = ['r1', 'r2', 'r3', 'r4'];
+      // Same schedule: renewed together where the backend batches (one call), one by one elsewhere.
+      const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 300, renew: { every: 50 } })));
+      await h.forceDelete(prefix, 'r2');
+      expect(await aborted(leases[1]!.signal)).toMatchObject({ code: 'LEASE_LOST', reason: 'gone', key: 'r2' });
+      // The others, renewed in the same batches, are held across two more TTLs.
+      await new Promise((r) => setTimeout(r, 700));
+      for (const i of [0, 2, 3]) {
+        expect(leases[i]!.held).toBe(true);
+        expect(await b.tryAcquire(names[i]!)).toBeNull();
+      }
+      await Promise.all([0, 2, 3].map((i) => leases[i]!.release()));
+    });
+
     it('stops renewing when maxHold is reached, and the lease then expires', async () => {
       fresh();
       // TTL and cap well above a loaded machine's timer delays (a renewal every TTL/3 = 100 ms).

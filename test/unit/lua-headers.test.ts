@@ -53,6 +53,19 @@ describe('lua scripts', () => {
     expect(sent).toBe(1);
   });
 
+  it('a script with arguments per item takes exactly that many per item of keys', async () => {
+    let sent = 0;
+    const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
+    const script = scripts.extendManyScript;
+    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 1, 1]);
+    await expect(runScript(client, script, [], ['100'])).rejects.toThrow(/1 per item and 1 \+ 1 per item/);
+    await expect(runScript(client, script, ['l1', 'l2'], ['100', 't1'])).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, ['l1'], ['100', 't1', 't2'])).rejects.toBeInstanceOf(BackendError);
+    expect(sent).toBe(0);
+    await runScript(client, script, ['l1', 'l2'], ['100', 't1', 't2']);
+    expect(sent).toBe(1);
+  });
+
   it('a script with optional trailing keys and arguments takes from the required ones up to all declared', async () => {
     let sent = 0;
     const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
