@@ -1,11 +1,13 @@
 import { inspect } from 'node:util';
 import type { OwnershipReply } from '../backend/backend.js';
-import { now, validUntil } from '../clock.js';
+import { now } from '../clock.js';
 import { settleBy } from '../deadlines.js';
-import { LeaseLostError, LeaseReleasedError, UnreachableError, type LeaseLostReason } from '../errors.js';
+import { LeaseLostError, LeaseReleasedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { checkTtl } from '../validate.js';
 import type { Hold as HoldOf, LeaseContext as LeaseContextOf } from './lease-context.js';
+import { GIVE_BACK_WAIT, lossOf, reasonOfLoss, unreachableFor } from './lease-loss.js';
+import { Validity } from './validity.js';
 import { Watchdog, type RenewOptions } from './watchdog.js';
 
 /** What a lease needs from the manager that made it. */
@@ -13,8 +15,6 @@ export type LeaseContext = LeaseContextOf<Lease>;
 /** @internal What a reentrant handle shares with the lease it joined (see {@link Lease.addHold}). */
 export type Hold = HoldOf<Lease>;
 
-/** How long the release of a lease already known lost waits for the give-back of its key, ms (a live Redis answers in far less). */
-const GIVE_BACK_WAIT = 250;
 
 /** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
 export type LeaseState = 'held' | 'released' | 'lost';
@@ -54,18 +54,9 @@ export class Lease implements AsyncDisposable {
   /** Why the lease ended, made when first needed (an Error captures a stack: not on the hot path). */
   #endReason: (() => Error) | undefined;
   readonly #acquiredAt: number;
-  #validUntil: number;
-  /** When the acquire or the extend that `#validUntil` counts from was sent. */
-  #extendedAt: number;
+  readonly #validity: Validity;
   #state: LeaseState = 'held';
   #lostError: LeaseLostError | undefined;
-  #expiryTimer: NodeJS.Timeout | undefined;
-  /**
-   * Whether anyone needs to hear of the expiry the moment it comes (the signal was asked for, a
-   * watchdog runs, a caller of this process waits behind the lease): only then is a timer armed.
-   * Otherwise expiry is noticed when the lease is next looked at (state, held, extend, release).
-   */
-  #watched = false;
   #watchdog: Watchdog | undefined;
   /** Extends run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
@@ -94,10 +85,9 @@ export class Lease implements AsyncDisposable {
     this.fence = fence;
     this.ttl = ttl;
     this.#acquiredAt = sentAt;
-    this.#validUntil = validUntil(sentAt, ttl, context.driftFactor);
+    this.#validity = new Validity(this, sentAt, ttl, context.driftFactor);
     // The manager arms the expiry (watchExpiry) once it has registered the lease: a lease that
     // ended inside its constructor would end before the manager knew it.
-    this.#extendedAt = sentAt;
     if (renew) this.#watchdog = new Watchdog(this, keys, renew, context.renewals);
   }
 
@@ -121,12 +111,12 @@ export class Lease implements AsyncDisposable {
    * acquire (or last extend) was sent, plus the TTL, minus the clock-drift allowance.
    */
   get validUntil(): number {
-    return this.#validUntil;
+    return this.#validity.until;
   }
 
   /** Milliseconds of validity left (0 once expired). */
   timeLeft(): number {
-    return this.#state === 'held' ? Math.max(0, this.#validUntil - now()) : 0;
+    return this.#state === 'held' ? Math.max(0, this.#validity.until - now()) : 0;
   }
 
   get state(): LeaseState {
@@ -143,9 +133,12 @@ export class Lease implements AsyncDisposable {
   /** @internal Arms the expiry timer, so the lease ends (and its signal aborts) the moment its validity runs out. */
   watchExpiry(): void {
     this.#noticeExpiry();
-    if (this.#watched || this.#state !== 'held') return;
-    this.#watched = true;
-    this.#armExpiry();
+    if (this.#state === 'held') this.#validity.watch();
+  }
+
+  /** @internal Its validity's timer found the validity over (see {@link Validity}). */
+  validityEnded(): void {
+    if (this.#state === 'held') this.#expire();
   }
 
   /**
@@ -200,7 +193,7 @@ export class Lease implements AsyncDisposable {
       // reply, or it was declared lost meanwhile): the key holds our token for a new TTL.
       if (reply === 'ok' && this.#state === 'lost') await this.#giveBack();
       this.#assertHeld();
-      this.#extended(sentAt, ttl);
+      this.#validity.extended(sentAt, ttl);
     });
   }
 
@@ -317,7 +310,7 @@ export class Lease implements AsyncDisposable {
     } else if (reply !== 'ok') {
       outcome = this.#lostBy(reply).then(() => Promise.reject(this.#lostError!));
     } else {
-      this.#extended(sentAt, this.ttl);
+      this.#validity.extended(sentAt, this.ttl);
     }
     const onRenew = late ? undefined : this.#context.onRenew;
     if (!onRenew) return outcome;
@@ -364,9 +357,9 @@ export class Lease implements AsyncDisposable {
     if (backend.boundsCalls) return call;
     return settleBy(
       call,
-      this.#validUntil,
+      this.#validity.until,
       () => {
-        this.#lose(this.#lossFor('unreachable', this.#unreachable(operation)));
+        this.#lose(lossOf(this.key, this.fence, 'unreachable', unreachableFor(this.#context.backend, this.key, operation, this.#acquiredAt)));
         return this.#lostError!;
       },
       late && { late },
@@ -382,67 +375,19 @@ export class Lease implements AsyncDisposable {
     await this.#context.backend.release(this.#keys, this.#token).catch(() => {});
   }
 
-  /**
-   * Loses the lease the backend found gone or taken: as `forced` when an operator's forced release
-   * left a note for this token (one Redis: see Backend.markForced), else as the backend said. The
-   * note is looked up for GIVE_BACK_WAIT ms at most: a loss is never held up by it.
-   */
+  /** Loses the lease the backend found gone or taken (as `forced` when a forced release's note says so). */
   async #lostBy(reply: 'gone' | 'taken'): Promise<void> {
-    const backend = this.#context.backend;
-    const look = backend.wasForced?.(this.#keys, this.#token);
-    const forced = look ? await settleBy(look, now() + GIVE_BACK_WAIT, () => new Error('no reply')).catch(() => false) : false;
-    this.#lose(this.#lossFor(forced ? 'forced' : reply));
-  }
-
-  #lossFor(reason: LeaseLostReason, cause?: unknown): LeaseLostError {
-    return new LeaseLostError(this.key, this.fence, reason, cause === undefined ? undefined : { cause });
-  }
-
-  /**
-   * Extended by a call sent at `sentAt` for `ttl` ms. Validity counts from the latest call sent
-   * (a renewal batch and an `extend()` may be in flight together; one connection runs them in the
-   * order sent, so the latest sent set the key's TTL last).
-   */
-  #extended(sentAt: number, ttl: number): void {
-    if (sentAt < this.#extendedAt) return;
-    this.#extendedAt = sentAt;
-    const until = validUntil(sentAt, ttl, this.#context.driftFactor);
-    const later = until >= this.#validUntil;
-    this.#validUntil = until;
-    // A later validity leaves an armed expiry timer as it is: it fires at the old one, finds the
-    // lease valid, and arms itself again (a timer per validity, not one per renewal).
-    if (!later || this.#expiryTimer === undefined) this.#armExpiry();
+    this.#lose(lossOf(this.key, this.fence, await reasonOfLoss(this.#context.backend, this.#keys, this.#token, reply)));
   }
 
   #noticeExpiry(): void {
-    if (this.#state === 'held' && now() >= this.#validUntil) this.#expire();
+    if (this.#state === 'held' && this.#validity.passed()) this.#expire();
   }
 
   #expire(): void {
     const watchdog = this.#watchdog;
     const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
-    this.#lose(unreachable ? this.#lossFor('unreachable', this.#unreachable('extend', watchdog.lastError)) : this.#lossFor('expired'));
-  }
-
-  /** Why the lease is lost when Redis did not answer its `operation`: the server, and the last error seen (`error`, else the client's connection error). */
-  #unreachable(operation: string, error?: unknown): UnreachableError {
-    const { backend } = this.#context;
-    const what = `the ${operation} of lease on "${this.key}"`;
-    return new UnreachableError(operation, what, backend.server, now() - this.#acquiredAt, error ?? backend.lastError?.());
-  }
-
-  #armExpiry(): void {
-    if (!this.#watched) return;
-    clearTimeout(this.#expiryTimer);
-    const delay = Math.max(0, Math.ceil(this.#validUntil - now()));
-    this.#expiryTimer = setTimeout(() => {
-      if (this.#state === 'held' && now() >= this.#validUntil) {
-        this.#expire();
-      } else if (this.#state === 'held') {
-        this.#armExpiry();
-      }
-    }, delay);
-    this.#expiryTimer.unref();
+    this.#lose(lossOf(this.key, this.fence, unreachable ? 'unreachable' : 'expired', unreachable ? unreachableFor(this.#context.backend, this.key, 'extend', this.#acquiredAt, watchdog.lastError) : undefined));
   }
 
   #lose(error: LeaseLostError): void {
@@ -454,7 +399,7 @@ export class Lease implements AsyncDisposable {
   #end(state: Exclude<LeaseState, 'held'>, reason: () => Error): void {
     this.#state = state;
     this.#endReason = reason;
-    clearTimeout(this.#expiryTimer);
+    this.#validity.stop();
     this.#watchdog?.stop();
     this.#context.onEnd(this);
     this.#controller?.abort(reason());

@@ -28,7 +28,8 @@ describe('LockTimeoutError', () => {
     const locks = createLocks();
     const lease = await locks.acquire('orders:2');
     const error = (await rejection(() => locks.acquire('orders:2', { wait: 25 }))) as LockTimeoutError;
-    expect(error.waited).toBeGreaterThanOrEqual(25);
+    // (libuv counts its loop's time in whole ms: a 25 ms timer may fire up to 1 ms early.)
+    expect(error.waited).toBeGreaterThanOrEqual(24);
     expect(Math.round(error.waited * 10)).toBe(error.waited * 10);
     expect(error.message).toMatch(/Timed out after \d+ ms/);
     await lease.release();
