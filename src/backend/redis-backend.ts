@@ -6,6 +6,7 @@ import { asInteger, asPair, runScript, runScriptReplicated } from '../lua/run-sc
 import {
   acquireScript,
   extendScript,
+  extendManyScript,
   leaveScript,
   multiAcquireScript,
   raiseFenceScript,
@@ -39,7 +40,7 @@ const forcedKey = (keys: LockKeys): string => `${keys.lock}:forced`;
 
 /** Scripts used one after the other on one lease: a cache miss on one loads the others (see recache). */
 const SCRIPT_GROUPS: readonly (readonly LuaScript[])[] = [
-  [acquireScript, releaseKeyScript, releaseScript, wakeReleaseScript, extendScript],
+  [acquireScript, releaseKeyScript, releaseScript, wakeReleaseScript, extendScript, extendManyScript],
   [semaphoreAcquireScript, semaphoreReleaseScript, semaphoreExtendScript],
 ];
 
