@@ -16,6 +16,8 @@ import { Waiter } from './wait/waiter.js';
 /** How many locks found held lately a manager remembers, and for how long, ms (see LockWaits.#heldLately). */
 const HELD_LATELY_MAX = 1024;
 const HELD_LATELY_MS = 10_000;
+/** How many locks' queues a manager keeps while idle (see LockWaits.#forget): a few hundred bytes each. */
+const IDLE_QUEUES = 256;
 
 /**
  * The locks of one manager: each lock's local queue ({@link KeyQueue}), its waiters' way to the
@@ -324,8 +326,12 @@ export class LockWaits {
     return queue;
   }
 
-  /** Drops a lock's queue once this process neither holds nor waits for it. */
+  /**
+   * Drops a lock's queue once this process neither holds nor waits for it, when the manager has
+   * more than {@link IDLE_QUEUES} queues: a lock taken again and again (the common case) keeps
+   * its queue instead of making a new one and resizing the map each time.
+   */
   #forget(queue: KeyQueue): void {
-    if (queue.idle && this.#queues.get(queue.name) === queue) this.#queues.delete(queue.name);
+    if (queue.idle && this.#queues.size > IDLE_QUEUES && this.#queues.get(queue.name) === queue) this.#queues.delete(queue.name);
   }
 }
