@@ -59,7 +59,7 @@ export class Lease implements AsyncDisposable {
   #lostError: LeaseLostError | undefined;
   #watchdog: Watchdog | undefined;
   /** Extends run one at a time, in order. */
-  #queue: Promise<unknown> = Promise.resolve();
+  #queue: Promise<unknown> | undefined = undefined;
   #releasing: Promise<void> | undefined;
   /** Holds in force: this lease's own, plus one per reentrant handle not yet released. */
   #holds = 1;
@@ -336,7 +336,8 @@ export class Lease implements AsyncDisposable {
   }
 
   #serial<T>(step: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(step, step);
+    // The chain starts at the first extend: most leases are never extended by hand (a promise fewer each).
+    const run = (this.#queue ?? Promise.resolve()).then(step, step);
     this.#queue = run.catch(() => {});
     return run;
   }

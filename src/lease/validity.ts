@@ -1,4 +1,12 @@
 import { now, validUntil } from '../clock.js';
+import { Deadlines, type Deadline } from '../deadlines.js';
+
+/**
+ * The ends of every watched validity, on one timer: a timer per lease (a `Timeout` and its
+ * closure, about 150 bytes each) weighed on a process that holds many leases. A validity extended
+ * meanwhile is looked at again when the timer fires, and left watched.
+ */
+const watched = new Deadlines();
 
 /** What a {@link Validity} tells when its timer finds the validity over. */
 export interface ValidityOwner {
@@ -8,15 +16,15 @@ export interface ValidityOwner {
 
 /**
  * How long a lease is valid, on the monotonic clock: from when its acquire, or the latest
- * extend that succeeded, was sent, plus its TTL, minus the clock-drift allowance. A timer is armed
- * only once someone needs to hear of the end the moment it comes ({@link Validity.watch}); else
- * the end is noticed when the lease is next looked at ({@link Validity.passed}).
+ * extend that succeeded, was sent, plus its TTL, minus the clock-drift allowance. Its end is
+ * watched (on the process's one timer for them) only once someone needs to hear of it the moment
+ * it comes ({@link Validity.watch}); else it is noticed when the lease is next looked at
+ * ({@link Validity.passed}).
  */
-export class Validity {
+export class Validity implements Deadline {
   #until: number;
   /** When the acquire or the extend that `#until` counts from was sent. */
   #extendedAt: number;
-  #timer: NodeJS.Timeout | undefined = undefined;
   #watched = false;
   readonly #driftFactor: number;
   readonly #owner: ValidityOwner;
@@ -33,6 +41,17 @@ export class Validity {
     return this.#until;
   }
 
+  /** @internal Its end, for the timer of watched validities (see {@link Deadline}). */
+  get at(): number {
+    return this.#until;
+  }
+
+  /** @internal The timer found the validity over: its owner hears of it. */
+  expire(): void {
+    this.#watched = false;
+    this.#owner.validityEnded();
+  }
+
   /** True once the validity has run out. */
   passed(): boolean {
     return now() >= this.#until;
@@ -42,7 +61,7 @@ export class Validity {
   watch(): void {
     if (this.#watched) return;
     this.#watched = true;
-    this.#arm();
+    watched.watch(this);
   }
 
   /**
@@ -54,27 +73,16 @@ export class Validity {
     if (sentAt < this.#extendedAt) return;
     this.#extendedAt = sentAt;
     const until = validUntil(sentAt, ttl, this.#driftFactor);
-    const later = until >= this.#until;
+    const earlier = until < this.#until;
     this.#until = until;
-    // A later validity leaves an armed timer as it is: it fires at the old one, finds the lease
-    // valid, and arms itself again (a timer per validity, not one per renewal).
-    if (!later || this.#timer === undefined) this.#arm();
+    // A later end is found when the timer fires for the old one; an earlier one arms it sooner.
+    if (earlier && this.#watched) watched.watch(this);
   }
 
-  /** Clears the timer: the lease ended. */
+  /** No longer watched: the lease ended. */
   stop(): void {
-    this.#watched = false;
-    clearTimeout(this.#timer);
-  }
-
-  #arm(): void {
     if (!this.#watched) return;
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      if (!this.#watched) return;
-      if (this.passed()) this.#owner.validityEnded();
-      else this.#arm();
-    }, Math.max(0, Math.ceil(this.#until - now())));
-    this.#timer.unref();
+    this.#watched = false;
+    watched.delete(this);
   }
 }
