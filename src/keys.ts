@@ -35,8 +35,41 @@ export interface SemaphoreSpec {
 export const DEFAULT_PREFIX = 'latchkey:';
 
 export function lockKeys(prefix: string, name: string): LockKeys {
-  const base = `${prefix}{${name}}`;
-  return { name, lock: base, fence: `${base}:fence`, queue: `${base}:queue`, alive: `${base}:alive`, holder: `${base}:holder`, owner: `${base}:owner` };
+  return new LockKeyNames(name, `${prefix}{${name}}`);
+}
+
+/**
+ * A lock's keys: those of every lease (lock, fence, queue) made at once, the others (a queued
+ * waiter's, a semaphore's, compat mode's) on first use: a process holding many leases keeps
+ * three strings fewer for each.
+ */
+class LockKeyNames implements LockKeys {
+  readonly name: string;
+  readonly lock: string;
+  readonly fence: string;
+  readonly queue: string;
+  #alive: string | undefined = undefined;
+  #holder: string | undefined = undefined;
+  #owner: string | undefined = undefined;
+
+  constructor(name: string, base: string) {
+    this.name = name;
+    this.lock = base;
+    this.fence = `${base}:fence`;
+    this.queue = `${base}:queue`;
+  }
+
+  get alive(): string {
+    return (this.#alive ??= `${this.lock}:alive`);
+  }
+
+  get holder(): string {
+    return (this.#holder ??= `${this.lock}:holder`);
+  }
+
+  get owner(): string {
+    return (this.#owner ??= `${this.lock}:owner`);
+  }
 }
 
 /** How many locks' keys a {@link KeysCache} keeps. */
