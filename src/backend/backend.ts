@@ -71,6 +71,23 @@ export interface QueueEntry {
   readonly entryTtl: number;
 }
 
+/** A waiter queued for a lock, asleep, whose queue entry a {@link Backend.keepQueued} call refreshes. */
+export interface KeptEntry {
+  readonly keys: LockKeys;
+  /** Its name in the lock's wait queue (`<managerId>:<waiterId>`). */
+  readonly member: string;
+  /** Its lease token: what the lock holds once a release granted it the lock. */
+  readonly token: string;
+}
+
+/**
+ * What {@link Backend.keepQueued} found for one waiter: its entry refreshed and its lock held with
+ * this remaining TTL in ms (a number above 0, or -1: no expiry); its entry refreshed and the lock
+ * `free`; its entry `gone` (dropped, expired, or passed over: it must attempt to rejoin); the lock
+ * holding its token (`mine`: granted to it by a release).
+ */
+export type KeepReply = number | 'free' | 'gone' | 'mine';
+
 /** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
 export interface HandOff {
   readonly token: string;
@@ -139,6 +156,14 @@ export interface Backend {
   releaseAlone?(keys: LockKeys, token: string, contended: () => void): Promise<OwnershipReply>;
   /** Sets a held lease's TTL again. */
   extend(keys: LockKeys, token: string, ttl: number): Promise<OwnershipReply>;
+  /**
+   * Optional (one Redis, not a Cluster client): for waiters of one manager queued for locks (not
+   * semaphores) and asleep, refreshes each one's queue entry for `entryTtl` ms, as an attempt that
+   * found the lock busy would, and reports its lock's state; one script call (keep-queued.lua) per
+   * batch. Never queues a waiter that is not queued. Resolves to `undefined` when it cannot be
+   * done here (a Cluster client): its waiters then re-check one by one.
+   */
+  keepQueued?(waiters: readonly KeptEntry[], entryTtl: number): Promise<readonly KeepReply[] | undefined>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;
