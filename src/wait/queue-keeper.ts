@@ -1,14 +1,46 @@
 import type { Backend, KeepReply, KeptEntry } from '../backend/backend.js';
+import { now } from '../clock.js';
 import type { InboxListener } from './inbox-listener.js';
 import type { WaitTuning } from './strategy.js';
 
 /** How many waiters one keep-queued.lua call carries at most. */
 export const KEEP_BATCH = 500;
 
-/** A waiter the keeper keeps queued while it sleeps (a {@link Waiter} is one). */
+/** A waiter the keeper keeps queued while it sleeps (a `Waiter` is one). */
 export interface KeptWaiter extends KeptEntry {
-  /** What the keeper found for it at its last tick (or `undefined`: the keeper could not tell; it must look for itself). */
-  heard(reply: KeepReply | undefined): void;
+  /** Monotonic ms; Infinity: none. No sleep goes past it. */
+  readonly deadline: number;
+  /** Ends its sleep, while it sleeps. */
+  wake: (() => void) | undefined;
+  /** While it sleeps kept: sets its wake-up `ms` from now (the holder's TTL the keeper saw; never past the deadline). */
+  rearm: ((ms: number) => void) | undefined;
+}
+
+/**
+ * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
+ * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
+ * ends the sleep as any sleep's does; no timer is left behind, whichever way it ends.
+ */
+export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      clearTimeout(timer);
+      keeper.drop(waiter);
+      waiter.rearm = undefined;
+      waiter.wake = undefined;
+      resolve();
+    };
+    // setTimeout fires at once for delays past 2^31 - 1 ms: a longer sleep is cut there (the waiter loops).
+    const arm = (delay: number): void => {
+      clearTimeout(timer);
+      timer = setTimeout(done, Math.max(0, Math.min(delay, waiter.deadline - now(), 2 ** 31 - 1)));
+    };
+    arm(ms);
+    waiter.wake = done;
+    waiter.rearm = arm;
+    keeper.keep(waiter);
+  });
 }
 
 /**
@@ -57,7 +89,7 @@ export class QueueKeeper {
     return !this.#declined && this.#backend.keepQueued !== undefined && waiter.keys.semaphore === undefined && this.#inbox.listening(waiter.keys);
   }
 
-  /** Keeps `waiter` from now until {@link QueueKeeper.drop}: it is told at each tick through `heard`. */
+  /** Keeps `waiter` from now until {@link QueueKeeper.drop}: each tick wakes it or moves its wake-up (see `sleepKept`). */
   keep(waiter: KeptWaiter): void {
     this.#kept.set(waiter, ++this.#turn);
     // One timer for the manager, running while it keeps someone. It keeps the process alive, as
@@ -81,7 +113,7 @@ export class QueueKeeper {
       if (!this.#inbox.listening(waiter.keys)) {
         // The inbox is between two subscriptions: a grant would not reach it. Its own attempt
         // writes its entry anew, which tells a release that passed it over that it lives.
-        waiter.heard(undefined);
+        waiter.wake?.();
         continue;
       }
       batch.push([waiter, turn]);
@@ -115,13 +147,19 @@ export class QueueKeeper {
     }
   }
 
-  /** Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for. */
+  /**
+   * Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for: held (its
+   * wake-up moves to the holder's TTL), or anything else (free, granted to it, its entry gone, or
+   * unknown): it wakes and attempts.
+   */
   #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined): void {
-    if (this.#kept.get(waiter) === turn) waiter.heard(reply);
+    if (this.#kept.get(waiter) !== turn) return;
+    if (typeof reply === 'number' && waiter.rearm) waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
+    else waiter.wake?.();
   }
 
   #decline(): void {
     this.#declined = true;
-    for (const waiter of [...this.#kept.keys()]) waiter.heard(undefined);
+    for (const waiter of [...this.#kept.keys()]) waiter.wake?.();
   }
 }

@@ -12,8 +12,7 @@ import { attempt, type AttemptLimit } from './attempt.js';
 import type { Listener } from './inbox-listener.js';
 import { sleep } from './sleep.js';
 import { nextDelay, refusalDelay, type WaitStrategyName } from './strategy.js';
-import type { KeepReply } from '../backend/backend.js';
-import type { KeptWaiter, QueueKeeper } from './queue-keeper.js';
+import { sleepKept, type KeptWaiter } from './queue-keeper.js';
 import type { Attempt, Grant, WaitContext } from './wait-context.js';
 
 /**
@@ -81,8 +80,8 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
   /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
   #holder: HolderSighting | undefined = undefined;
   wake: (() => void) | undefined = undefined;
-  /** While it sleeps kept by its manager's queue keeper: sets its wake-up at the holder's TTL anew. */
-  #rearm: ((ms: number) => void) | undefined = undefined;
+  /** While it sleeps kept by its manager's queue keeper: sets its wake-up at the holder's TTL anew (see queue-keeper.ts). */
+  rearm: ((ms: number) => void) | undefined = undefined;
   cancel: ((reason: unknown) => void) | undefined = undefined;
   /** The deadline while it waits in memory behind callers of its own process. */
   timer: NodeJS.Timeout | undefined = undefined;
@@ -297,7 +296,7 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
         if (this.strategy === 'notify' && this.queuedRemotely && !reply.acquired && keeper?.applies(this)) {
           // Kept queued by the manager's keeper, which wakes it when it must look (see queue-keeper.ts):
           // no re-check of its own, only the holder's TTL (as the keeper last saw it) and the deadline.
-          await this.#sleepKept(keeper, Math.min(holderTtl >= 0 ? holderTtl + 1 : Infinity, remaining));
+          await sleepKept(keeper, this, Math.min(holderTtl >= 0 ? holderTtl + 1 : Infinity, remaining));
         } else {
           await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
         }
@@ -384,39 +383,6 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
       if (this.state === 'done') return; // left meanwhile: nothing to leave later
       this.inboxJoined = true;
       await opened.join(this.keys);
-    });
-  }
-
-  /**
-   * What the queue keeper found at its tick: the lock held (its TTL: the wake-up at the holder's
-   * TTL moves there), or anything else (free, granted to it, its entry gone, or unknown): it wakes
-   * and attempts.
-   */
-  heard(reply: KeepReply | undefined): void {
-    if (typeof reply === 'number' && this.#rearm) this.#rearm(reply >= 0 ? reply + 1 : Infinity);
-    else this.wake?.();
-  }
-
-  /** Sleeps up to `ms` (and past it when the keeper tells a later holder's TTL: never past the deadline), kept by `keeper`. */
-  #sleepKept(keeper: QueueKeeper, ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const done = (): void => {
-        clearTimeout(timer);
-        keeper.drop(this);
-        this.#rearm = undefined;
-        this.wake = undefined;
-        resolve();
-      };
-      // setTimeout fires at once for delays past 2^31 - 1 ms: a longer sleep is cut there (the loop goes on).
-      const arm = (delay: number): void => {
-        clearTimeout(timer);
-        timer = setTimeout(done, Math.max(0, Math.min(delay, this.deadline - now(), 2 ** 31 - 1)));
-      };
-      arm(ms);
-      this.wake = done;
-      this.#rearm = arm;
-      keeper.keep(this);
     });
   }
 

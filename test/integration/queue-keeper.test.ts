@@ -140,7 +140,7 @@ describe('the queue keeper', () => {
       const held = await m.holder.acquire('dropped', { ttl: 30_000 });
       const waiting = m.waiter.acquire('dropped', { wait: 10_000 });
       await queued(m.prefix, ['dropped']);
-      const [member] = await raw.zrange(keys.queue, 0, -1);
+      const [member] = await raw.zrange(keys.queue, '0', '-1');
       await caughtUp();
       seen.length = 0;
       await raw.zrem(keys.queue, member!);
