@@ -10,6 +10,12 @@ export const KEEP_BATCH = 500;
 export interface KeptWaiter extends KeptEntry {
   /** Monotonic ms; Infinity: none. No sleep goes past it. */
   readonly deadline: number;
+  /**
+   * When its last call that found the lock held by another token was sent (monotonic ms): a grant
+   * counts from there. The keeper's call counts when it found so: a release that grants the lock
+   * after it ran sets the lease's TTL after it was sent.
+   */
+  lastSent: number;
   /** Ends its sleep, while it sleeps. */
   wake: (() => void) | undefined;
   /** While it sleeps kept: sets its wake-up `ms` from now (the holder's TTL the keeper saw; never past the deadline). */
@@ -125,6 +131,7 @@ export class QueueKeeper {
     if (batch.length > 0) batches.push(batch);
     for (const items of batches) {
       this.#inFlight++;
+      const sentAt = now();
       let sent: Promise<readonly KeepReply[] | undefined>;
       try {
         sent = this.#backend.keepQueued!(
@@ -138,10 +145,10 @@ export class QueueKeeper {
         .then(
           (replies) => {
             if (!replies) this.#decline();
-            items.forEach(([waiter, turn], i) => this.#tell(waiter, turn, replies?.[i]));
+            items.forEach(([waiter, turn], i) => this.#tell(waiter, turn, replies?.[i], sentAt));
           },
           // Redis did not answer, or failed: each waiter looks for itself (its attempt reports the error).
-          () => items.forEach(([waiter, turn]) => this.#tell(waiter, turn, undefined)),
+          () => items.forEach(([waiter, turn]) => this.#tell(waiter, turn, undefined, sentAt)),
         )
         .finally(() => this.#inFlight--);
     }
@@ -150,12 +157,17 @@ export class QueueKeeper {
   /**
    * Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for: held (its
    * wake-up moves to the holder's TTL), or anything else (free, granted to it, its entry gone, or
-   * unknown): it wakes and attempts.
+   * unknown): it wakes and attempts. Held, a grant later counts from `sentAt` (so it takes the
+   * lock without a round trip, as after an attempt of its own).
    */
-  #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined): void {
+  #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined, sentAt: number): void {
     if (this.#kept.get(waiter) !== turn) return;
-    if (typeof reply === 'number' && waiter.rearm) waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
-    else waiter.wake?.();
+    if (typeof reply === 'number' && waiter.rearm) {
+      waiter.lastSent = Math.max(waiter.lastSent, sentAt);
+      waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
+    } else {
+      waiter.wake?.();
+    }
   }
 
   #decline(): void {

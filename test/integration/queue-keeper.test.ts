@@ -78,12 +78,13 @@ async function queued(prefix: string, names: readonly string[]): Promise<void> {
 }
 
 describe('the queue keeper', () => {
-  it('keeps 200 waiters on 200 held locks queued with one call per recheck period, and no attempt of their own', async () => {
+  it('keeps 200 waiters on 200 held locks queued with one call per recheck period, and no attempt of their own, not even to take a grant', async () => {
     const m = managers();
     const names = Array.from({ length: 200 }, (_, i) => `held-${i}`);
     try {
       const leases = await Promise.all(names.map((name) => m.holder.acquire(name, { ttl: 30_000 })));
-      const waits = names.map((name) => m.waiter.acquire(name, { wait: 20_000 }));
+      // A short TTL: a grant counts from the keeper's last call, not from the waiter's last attempt (older than ttl / 2 by then).
+      const waits = names.map((name) => m.waiter.acquire(name, { wait: 20_000, ttl: 1000 }));
       await queued(m.prefix, names);
       await caughtUp();
       seen.length = 0;
@@ -107,10 +108,13 @@ describe('the queue keeper', () => {
         const deadline = Number(value!.split(' ')[0]);
         expect(deadline).toBeGreaterThan(nowMs + 3 * RECHECK - RECHECK - 50);
       }
-      // Released, each lock goes to its waiter (the inbox's grant, as before).
+      // Released, each lock goes to its waiter (the inbox's grant, as before), which takes it without an attempt.
+      seen.length = 0;
       await Promise.all(leases.map((lease) => lease.release()));
       const won: Lease[] = await Promise.all(waits);
       expect(won).toHaveLength(200);
+      await caughtUp();
+      expect(seen.filter((s) => s.startsWith('acquire'))).toEqual([]);
       await Promise.all(won.map((lease) => lease.release()));
     } finally {
       await m.close();
