@@ -76,17 +76,15 @@ export interface KeptEntry {
   readonly keys: LockKeys;
   /** Its name in the lock's wait queue (`<managerId>:<waiterId>`). */
   readonly member: string;
-  /** Its lease token: what the lock holds once a release granted it the lock. */
-  readonly token: string;
 }
 
 /**
  * What {@link Backend.keepQueued} found for one waiter: its entry refreshed and its lock held with
  * this remaining TTL in ms (a number above 0, or -1: no expiry); its entry refreshed and the lock
- * `free`; its entry `gone` (dropped, expired, or passed over: it must attempt to rejoin); the lock
- * holding its token (`mine`: granted to it by a release).
+ * `free`; its entry `gone` (dropped, expired, passed over, or taken out by a release that granted
+ * it the lock): it must attempt (to rejoin, or to take its lease).
  */
-export type KeepReply = number | 'free' | 'gone' | 'mine';
+export type KeepReply = number | 'free' | 'gone';
 
 /** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
 export interface HandOff {

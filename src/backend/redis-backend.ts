@@ -98,15 +98,15 @@ function releaseArgs(token: string, inboxAt: string, sharded: string, handOff: H
   return sharded === '1' ? [token, inboxAt, sharded] : [token, inboxAt];
 }
 
-/** keep-queued.lua's keys and arguments for a batch: three keys per waiter, and "<member> <token>" pairs in one argument. */
+/** keep-queued.lua's keys and arguments for a batch: three keys per waiter, and the members in one argument. */
 export function keepQueuedCall(waiters: readonly KeptEntry[], entryTtl: number): ScriptCall {
   const keys: string[] = [];
-  const pairs: string[] = [];
+  const members: string[] = [];
   for (const w of waiters) {
     keys.push(w.keys.lock, w.keys.queue, w.keys.alive);
-    pairs.push(`${w.member} ${w.token}`);
+    members.push(w.member);
   }
-  return { keys, args: [String(entryTtl), pairs.join(' ')] };
+  return { keys, args: [String(entryTtl), members.join(' ')] };
 }
 
 /** keep-queued.lua's reply: one code per waiter (see the script's header). */
@@ -119,7 +119,6 @@ export function keepReplies(reply: unknown, count: number): KeepReply[] {
     if (n > 0 || n === -1) return n;
     if (n === -2) return 'free';
     if (n === -3) return 'gone';
-    if (n === -4) return 'mine';
     if (n === 0) return 'free'; // expired at the very moment PTTL read it
     throw new BackendError(keepQueuedScript.name, `unexpected code ${n}`);
   });

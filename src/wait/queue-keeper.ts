@@ -55,8 +55,9 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
  * Every `recheck` ms the keeper refreshes all their queue entries and reads their locks' state in
  * one script call per {@link KEEP_BATCH} waiters ({@link Backend.keepQueued}), and wakes exactly
  * those that must look for themselves: the lock is free (a release nobody announced: a raw DEL, a
- * lost message), holds their token (a grant whose message was lost), or their entry is gone
- * (dropped or passed over: their attempt queues them again). A waiter whose lock is held sleeps
+ * lost message), or their entry is gone (dropped or passed over: their attempt queues them
+ * again; or taken out by a grant whose message was lost: their attempt finds the lock theirs). A
+ * waiter whose lock is held sleeps
  * on until the holder's TTL it reports runs out (then it attempts, as before: a crashed holder),
  * a grant in its inbox, or its own deadline or stop.
  *

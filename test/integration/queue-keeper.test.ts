@@ -162,6 +162,27 @@ describe('the queue keeper', () => {
     }
   });
 
+  it('has a waiter whose grant message was lost (the lock holds its token, its entry is gone) take its lock within about one recheck period', async () => {
+    const m = managers();
+    const keys = lockKeys(m.prefix, 'granted');
+    try {
+      await m.holder.acquire('granted', { ttl: 30_000 });
+      const waiting = m.waiter.acquire('granted', { wait: 10_000 });
+      await queued(m.prefix, ['granted']);
+      // What release.lua's grant writes, without its PUBLISH.
+      const [member] = await raw.zrange(keys.queue, '0', '-1');
+      const [, ttl, token] = (await raw.hget(keys.alive, member!))!.split(' ');
+      const granted = Date.now();
+      await raw.multi().zrem(keys.queue, member!).hdel(keys.alive, member!).set(keys.lock, token!, 'PX', Number(ttl)).exec();
+      const lease = await waiting;
+      expect(Date.now() - granted).toBeLessThan(RECHECK + 150);
+      expect(await raw.get(keys.lock)).toBe(token);
+      await lease.release();
+    } finally {
+      await m.close();
+    }
+  });
+
   it('wakes a waiter at its holder TTL when the holder does not renew (the TTL the keeper saw)', async () => {
     const m = managers();
     try {
