@@ -25,6 +25,7 @@ import { HolderNames } from './holder-names.js';
 import { TokenSource } from './token.js';
 import { checkFence, checkKey, checkOptions } from './validate.js';
 import { InboxListener } from './wait/inbox-listener.js';
+import { QueueKeeper } from './wait/queue-keeper.js';
 
 /** How long `close()` waits for waits to end and leave the queue, ms. */
 const CLOSE_GRACE = 1000;
@@ -82,6 +83,7 @@ class LockManager implements Locks {
     let nextWaiter = 0;
     const tokens = new TokenSource();
     const holders = new HolderNames(backend, settings.prefix, tokens.tag, settings.holder);
+    const inbox = new InboxListener(backend, id);
     const ctx: ManagerContext = {
       backend,
       settings,
@@ -91,7 +93,8 @@ class LockManager implements Locks {
       tokens,
       holders,
       lockKeys: new KeysCache(settings.prefix),
-      inbox: new InboxListener(backend, id),
+      inbox,
+      keeper: new QueueKeeper(backend, inbox, settings.tuning),
       held: new Set<Lease>(),
       leaving: new Set<Promise<unknown>>(),
       isClosed: () => this.#closed,

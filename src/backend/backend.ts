@@ -84,6 +84,21 @@ export interface QueueEntry {
   readonly entryTtl: number;
 }
 
+/** A waiter queued for a lock, asleep, whose queue entry a {@link Backend.keepQueued} call refreshes. */
+export interface KeptEntry {
+  readonly keys: LockKeys;
+  /** Its name in the lock's wait queue (`<managerId>:<waiterId>`). */
+  readonly member: string;
+}
+
+/**
+ * What {@link Backend.keepQueued} found for one waiter: its entry refreshed and its lock held with
+ * this remaining TTL in ms (a number above 0, or -1: no expiry); its entry refreshed and the lock
+ * `free`; its entry `gone` (dropped, expired, passed over, or taken out by a release that granted
+ * it the lock): it must attempt (to rejoin, or to take its lease).
+ */
+export type KeepReply = number | 'free' | 'gone';
+
 /** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
 export interface HandOff {
   readonly token: string;
@@ -167,6 +182,14 @@ export interface Backend {
    * leases are extended one a call, still on the manager's one renewal timer.
    */
   extendMany?(items: readonly ExtendItem[]): Promise<ExtendManyReply | undefined>;
+  /**
+   * Optional (one Redis, not a Cluster client): for waiters of one manager queued for locks (not
+   * semaphores) and asleep, refreshes each one's queue entry for `entryTtl` ms, as an attempt that
+   * found the lock busy would, and reports its lock's state; one script call (keep-queued.lua) per
+   * batch. Never queues a waiter that is not queued. Resolves to `undefined` when it cannot be
+   * done here (a Cluster client): its waiters then re-check one by one.
+   */
+  keepQueued?(waiters: readonly KeptEntry[], entryTtl: number): Promise<readonly KeepReply[] | undefined>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */
   leave(keys: LockKeys, member: string, token: string): Promise<boolean>;
   fencedWrite(resource: string, value: string, fence: number): Promise<FencedWriteReply>;

@@ -17,13 +17,14 @@ import {
   markForcedScript,
   forcedTokenScript,
   inspectScript,
+  keepQueuedScript,
   semaphoreAcquireScript,
   semaphoreExtendScript,
   semaphoreLeaveScript,
   semaphoreReleaseScript,
   wakeReleaseScript,
 } from '../lua/scripts.generated.js';
-import { FENCE_RETENTION, type HandOff, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
+import { FENCE_RETENTION, type HandOff, type KeepReply, type KeptEntry, type LockSnapshot, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { leaveOrFallBack, releaseOnKey, releasePermitsOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
 import { extendManyOn } from './extend-many.js';
@@ -97,6 +98,32 @@ export function acquireReply(reply: unknown, script: LuaScript): AcquireReply {
 function releaseArgs(token: string, inboxAt: string, sharded: string, handOff: HandOff | undefined): string[] {
   if (handOff) return [token, inboxAt, sharded, handOff.token, String(handOff.ttl), handOff.passOn ? '1' : '0'];
   return sharded === '1' ? [token, inboxAt, sharded] : [token, inboxAt];
+}
+
+/** keep-queued.lua's keys and arguments for a batch: three keys per waiter, and the members in one argument. */
+export function keepQueuedCall(waiters: readonly KeptEntry[], entryTtl: number): ScriptCall {
+  const keys: string[] = [];
+  const members: string[] = [];
+  for (const w of waiters) {
+    keys.push(w.keys.lock, w.keys.queue, w.keys.alive);
+    members.push(w.member);
+  }
+  return { keys, args: [String(entryTtl), members.join(' ')] };
+}
+
+/** keep-queued.lua's reply: one code per waiter (see the script's header). */
+export function keepReplies(reply: unknown, count: number): KeepReply[] {
+  if (!Array.isArray(reply) || reply.length !== count) {
+    throw new BackendError(keepQueuedScript.name, `unexpected reply ${JSON.stringify(reply)} (expected ${count} codes)`);
+  }
+  return reply.map((code): KeepReply => {
+    const n = asInteger(code, keepQueuedScript);
+    if (n > 0 || n === -1) return n;
+    if (n === -2) return 'free';
+    if (n === -3) return 'gone';
+    if (n === 0) return 'free'; // expired at the very moment PTTL read it
+    throw new BackendError(keepQueuedScript.name, `unexpected code ${n}`);
+  });
 }
 
 function ownership(code: number, operation: string): OwnershipReply {
@@ -367,6 +394,15 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       const leaving = leaveOn(keys, member, token);
       late.gaveBack(keys, token, backend);
       return leaving;
+    },
+    keepQueued(waiters, entryTtl) {
+      const run = (client: ScriptClient): Promise<KeepReply[] | undefined> => {
+        // A Cluster's batch would need one call per slot: its waiters re-check one by one.
+        if (client.cluster) return Promise.resolve(undefined);
+        const call = keepQueuedCall(waiters, entryTtl);
+        return runScript(client, keepQueuedScript, call.keys, call.args, (reply) => keepReplies(reply, waiters.length));
+      };
+      return ready ? run(ready) : connect().then(run);
     },
     async fencedWrite(resource, value, fence) {
       return writeFenced(ready ?? (await connect()), resource, value, fence);

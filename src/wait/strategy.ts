@@ -6,7 +6,8 @@ import { InvalidOptionError } from '../errors.js';
  * - `notify` (default): the release script publishes on the lock's channel and the waiter retries
  *   when the message arrives, when the holder's remaining TTL runs out, or at the periodic safety
  *   re-check, whichever comes first — so a crashed holder (who never publishes) or a lost message
- *   never leaves a waiter asleep past the lock's expiry.
+ *   never leaves a waiter asleep past the lock's expiry. (On one Redis the manager's queue keeper
+ *   makes that re-check for all of its lock waiters at once: see queue-keeper.ts.)
  * - `backoff`: no pub/sub; retries after an exponential delay with full jitter, capped by the
  *   holder's remaining TTL.
  */

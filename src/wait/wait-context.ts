@@ -2,12 +2,15 @@
 import type { AcquireReply, Backend } from '../backend/backend.js';
 import type { HolderNames } from '../holder-names.js';
 import type { InboxListener } from './inbox-listener.js';
+import type { QueueKeeper } from './queue-keeper.js';
 import type { WaitTuning } from './strategy.js';
 
 /** What a waiter needs from its manager. */
 export interface WaitContext {
   readonly backend: Backend;
   readonly inbox: InboxListener;
+  /** Keeps the queue entries of sleeping waiters in batches (absent: each waiter re-checks by itself). */
+  readonly keeper?: QueueKeeper;
   readonly driftFactor: number;
   readonly tuning: WaitTuning;
   /** Clean-ups of waiters that left (queue entries being removed): `close()` lets them finish. */

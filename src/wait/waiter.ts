@@ -12,6 +12,7 @@ import { attempt, type AttemptLimit } from './attempt.js';
 import type { Listener } from './inbox-listener.js';
 import { sleep } from './sleep.js';
 import { nextDelay, refusalDelay, type WaitStrategyName } from './strategy.js';
+import { sleepKept, type KeptWaiter } from './queue-keeper.js';
 import type { Attempt, Grant, WaitContext } from './wait-context.js';
 
 /**
@@ -31,7 +32,7 @@ export type WaiterSpec = Pick<Waiter, 'keys' | 'member' | 'token' | 'ttl' | 'ren
  * exit takes the waiter out of the server's wait queue when it may be in it, gives back a lock a
  * reply won for it after it left, leaves the inbox and clears its timer and abort listener.
  */
-export class Waiter implements Listener, AttemptLimit {
+export class Waiter implements Listener, AttemptLimit, KeptWaiter {
   readonly keys: LockKeys;
   /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
   readonly member: string;
@@ -79,6 +80,8 @@ export class Waiter implements Listener, AttemptLimit {
   /** Who held the lock at the last attempt that found it held (a timeout names it); made at the first busy reply that names a holder. */
   #holder: HolderSighting | undefined = undefined;
   wake: (() => void) | undefined = undefined;
+  /** While it sleeps kept by its manager's queue keeper: sets its wake-up at the holder's TTL anew (see queue-keeper.ts). */
+  rearm: ((ms: number) => void) | undefined = undefined;
   cancel: ((reason: unknown) => void) | undefined = undefined;
   /** The deadline while it waits in memory behind callers of its own process. */
   timer: NodeJS.Timeout | undefined = undefined;
@@ -289,7 +292,14 @@ export class Waiter implements Listener, AttemptLimit {
       if (!this.woken && this.granted === undefined) {
         // A semaphore's ttl 0: the queue holds it back, not a holder: only a wake-up or the recheck ends the sleep.
         const holderTtl = reply.acquired ? 0 : locks || reply.ttl > 0 ? reply.ttl : -1;
-        await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
+        const keeper = this.#context.keeper;
+        if (this.strategy === 'notify' && this.queuedRemotely && !reply.acquired && keeper?.applies(this)) {
+          // Kept queued by the manager's keeper, which wakes it when it must look (see queue-keeper.ts):
+          // no re-check of its own, only the holder's TTL (as the keeper last saw it) and the deadline.
+          await sleepKept(keeper, this, Math.min(holderTtl >= 0 ? holderTtl + 1 : Infinity, remaining));
+        } else {
+          await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
+        }
       }
       this.woken = false;
     }
@@ -307,7 +317,8 @@ export class Waiter implements Listener, AttemptLimit {
     this.timer = undefined;
     this.#detach?.();
     this.#detach = undefined;
-    const { backend, inbox } = this.#context;
+    const { backend, inbox, keeper } = this.#context;
+    keeper?.drop(this);
     inbox.delete(this.member);
     if (this.inboxJoined) {
       this.inboxJoined = false;

@@ -1,0 +1,178 @@
+import type { Backend, KeepReply, KeptEntry } from '../backend/backend.js';
+import { now } from '../clock.js';
+import type { InboxListener } from './inbox-listener.js';
+import type { WaitTuning } from './strategy.js';
+
+/** How many waiters one keep-queued.lua call carries at most. */
+export const KEEP_BATCH = 500;
+
+/** A waiter the keeper keeps queued while it sleeps (a `Waiter` is one). */
+export interface KeptWaiter extends KeptEntry {
+  /** Monotonic ms; Infinity: none. No sleep goes past it. */
+  readonly deadline: number;
+  /**
+   * When its last call that found the lock held by another token was sent (monotonic ms): a grant
+   * counts from there. The keeper's call counts when it found so: a release that grants the lock
+   * after it ran sets the lease's TTL after it was sent.
+   */
+  lastSent: number;
+  /** Ends its sleep, while it sleeps. */
+  wake: (() => void) | undefined;
+  /** While it sleeps kept: sets its wake-up `ms` from now (the holder's TTL the keeper saw; never past the deadline). */
+  rearm: ((ms: number) => void) | undefined;
+}
+
+/**
+ * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
+ * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
+ * ends the sleep as any sleep's does; no timer is left behind, whichever way it ends.
+ */
+export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      clearTimeout(timer);
+      keeper.drop(waiter);
+      waiter.rearm = undefined;
+      waiter.wake = undefined;
+      resolve();
+    };
+    // setTimeout fires at once for delays past 2^31 - 1 ms: a longer sleep is cut there (the waiter loops).
+    const arm = (delay: number): void => {
+      clearTimeout(timer);
+      timer = setTimeout(done, Math.max(0, Math.min(delay, waiter.deadline - now(), 2 ** 31 - 1)));
+    };
+    arm(ms);
+    waiter.wake = done;
+    waiter.rearm = arm;
+    keeper.keep(waiter);
+  });
+}
+
+/**
+ * A manager's queue keeper: its waiters queued for a lock in the backend and asleep (the `notify`
+ * strategy, whose manager's inbox listens) make no attempt of their own to keep their place.
+ * Every `recheck` ms the keeper refreshes all their queue entries and reads their locks' state in
+ * one script call per {@link KEEP_BATCH} waiters ({@link Backend.keepQueued}), and wakes exactly
+ * those that must look for themselves: the lock is free (a release nobody announced: a raw DEL, a
+ * lost message), or their entry is gone (dropped or passed over: their attempt queues them
+ * again; or taken out by a grant whose message was lost: their attempt finds the lock theirs). A
+ * waiter whose lock is held sleeps
+ * on until the holder's TTL it reports runs out (then it attempts, as before: a crashed holder),
+ * a grant in its inbox, or its own deadline or stop.
+ *
+ * Where it does not apply, waiters re-check one by one every `recheck` ms as before: a backend
+ * without `keepQueued` (the in-memory store, which has no round trips; Redlock; compat mode) or
+ * one that declines (a Redis Cluster client: a batch would need one call per slot), semaphores
+ * and what is built on them (fair locks, read-write locks), the `backoff` strategy, and a
+ * manager whose inbox does not listen (then no grant can reach its waiters).
+ */
+export class QueueKeeper {
+  readonly #backend: Backend;
+  readonly #inbox: InboxListener;
+  readonly #tuning: WaitTuning;
+  /** The waiters kept, each with the turn it was kept in (a reply for an earlier sleep is not for this one). */
+  readonly #kept = new Map<KeptWaiter, number>();
+  #turn = 0;
+  #timer: NodeJS.Timeout | undefined = undefined;
+  /** Batches sent and not answered: a tick while some are skips (a slow Redis is not sent more). */
+  #inFlight = 0;
+  /** Set once the backend declined ({@link Backend.keepQueued} resolved to undefined): waiters re-check themselves from then on. */
+  #declined = false;
+
+  constructor(backend: Backend, inbox: InboxListener, tuning: WaitTuning) {
+    this.#backend = backend;
+    this.#inbox = inbox;
+    this.#tuning = tuning;
+  }
+
+  /** How many waiters it keeps now. */
+  get size(): number {
+    return this.#kept.size;
+  }
+
+  /** Whether `waiter`, queued for a lock in the backend, can sleep kept by this keeper. */
+  applies(waiter: KeptEntry): boolean {
+    return !this.#declined && this.#backend.keepQueued !== undefined && waiter.keys.semaphore === undefined && this.#inbox.listening(waiter.keys);
+  }
+
+  /** Keeps `waiter` from now until {@link QueueKeeper.drop}: each tick wakes it or moves its wake-up (see `sleepKept`). */
+  keep(waiter: KeptWaiter): void {
+    this.#kept.set(waiter, ++this.#turn);
+    // One timer for the manager, running while it keeps someone. It keeps the process alive, as
+    // the waiters' own re-check timers did.
+    this.#timer ??= setInterval(() => this.#tick(), this.#tuning.recheck);
+  }
+
+  /** Stops keeping `waiter` (it woke, or left). */
+  drop(waiter: KeptWaiter): void {
+    if (!this.#kept.delete(waiter) || this.#kept.size > 0) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #tick(): void {
+    if (this.#inFlight > 0) return; // entries live 3 × recheck: the next tick refreshes them
+    const entryTtl = this.#tuning.recheck * 3;
+    let batch: [KeptWaiter, number][] = [];
+    const batches: [KeptWaiter, number][][] = [];
+    for (const [waiter, turn] of this.#kept) {
+      if (!this.#inbox.listening(waiter.keys)) {
+        // The inbox is between two subscriptions: a grant would not reach it. Its own attempt
+        // writes its entry anew, which tells a release that passed it over that it lives.
+        waiter.wake?.();
+        continue;
+      }
+      batch.push([waiter, turn]);
+      if (batch.length === KEEP_BATCH) {
+        batches.push(batch);
+        batch = [];
+      }
+    }
+    if (batch.length > 0) batches.push(batch);
+    for (const items of batches) {
+      this.#inFlight++;
+      const sentAt = now();
+      let sent: Promise<readonly KeepReply[] | undefined>;
+      try {
+        sent = this.#backend.keepQueued!(
+          items.map(([waiter]) => waiter),
+          entryTtl,
+        );
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      sent
+        .then(
+          (replies) => {
+            if (!replies) this.#decline();
+            items.forEach(([waiter, turn], i) => this.#tell(waiter, turn, replies?.[i], sentAt));
+          },
+          // Redis did not answer, or failed: each waiter looks for itself (its attempt reports the error).
+          () => items.forEach(([waiter, turn]) => this.#tell(waiter, turn, undefined, sentAt)),
+        )
+        .finally(() => this.#inFlight--);
+    }
+  }
+
+  /**
+   * Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for: held (its
+   * wake-up moves to the holder's TTL), or anything else (free, granted to it, its entry gone, or
+   * unknown): it wakes and attempts. Held, a grant later counts from `sentAt` (so it takes the
+   * lock without a round trip, as after an attempt of its own).
+   */
+  #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined, sentAt: number): void {
+    if (this.#kept.get(waiter) !== turn) return;
+    if (typeof reply === 'number' && waiter.rearm) {
+      waiter.lastSent = Math.max(waiter.lastSent, sentAt);
+      waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
+    } else {
+      waiter.wake?.();
+    }
+  }
+
+  #decline(): void {
+    this.#declined = true;
+    for (const waiter of [...this.#kept.keys()]) waiter.wake?.();
+  }
+}
