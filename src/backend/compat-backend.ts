@@ -14,7 +14,7 @@ import {
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
 import { openInbox, trackInboxes } from './inbox.js';
-import { acquireReply, asSnapshot } from './redis-backend.js';
+import { acquireReply, asSnapshot } from './redis-calls.js';
 
 /** The legacy lock formats `createLocks({ compat })` interoperates with. */
 export type CompatMode = 'timestamp' | 'timestamp-seconds';

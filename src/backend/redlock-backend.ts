@@ -7,7 +7,8 @@ import { FenceFloors } from './redlock-fence-floors.js';
 import { watchEveryInbox } from './redlock-inbox.js';
 import { LateReplies } from './redlock-late-replies.js';
 import { agreedFence, decide, holderTtl, isOk, namedHolder, retryAfter, voteOf } from './redlock-votes.js';
-import { acquireCall, type RedisBackend } from './redis-backend.js';
+import type { RedisBackend } from './redis-backend.js';
+import { acquireCall } from './redis-calls.js';
 
 export interface RedlockSettings {
   /** Longest wait for one node's reply, ms; `undefined`: a tenth of the TTL, between 10 and 100 ms. */

@@ -1,15 +1,15 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { AcquireReply } from '../backend/backend.js';
-import { undecided, type QuorumOutcome } from '../backend/quorum.js';
+import type { QuorumOutcome } from '../backend/quorum.js';
 import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
-import { LockTimeoutError, QuorumError, UnreachableError } from '../errors.js';
 import { HolderSighting } from '../holder-names.js';
 import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
 import { attempt, type AttemptLimit } from './attempt.js';
 import type { Listener } from './inbox-listener.js';
+import { giveUpError, leaveAndGiveBack, noReplyError } from './give-up.js';
 import { sleep } from './sleep.js';
 import { nextDelay, refusalDelay, type WaitStrategyName } from './strategy.js';
 import { sleepKept, type KeptWaiter } from './queue-keeper.js';
@@ -122,12 +122,7 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
 
   /** The error of an attempt that got no reply by the deadline: Redis unreachable if no attempt of this wait got one, else a timeout. */
   noReply(): Error {
-    if (this.refused) return this.refused; // the attempts before were refused: so, likely, is this one
-    const waited = now() - this.started;
-    if (this.replied) return new LockTimeoutError(this.keys.name, waited, this.attempts, undefined, this.heldBy);
-    const what = `${this.attempts} attempt${this.attempts === 1 ? '' : 's'} at lock "${this.keys.name}"`;
-    const { backend } = this.#context;
-    return new UnreachableError('acquire', what, backend.server, waited, backend.lastError?.() ?? this.timedOut);
+    return noReplyError(this, this.#context.backend);
   }
 
   /** Calls `stop` with the signal's reason when the caller's signal aborts, until the exit. */
@@ -325,23 +320,9 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
       inbox.leave(this.keys);
     }
     if (!won && (this.queuedRemotely || this.timedOut || this.wonLate)) {
-      // Sent after the attempts on the same connection: it runs after any of them still in flight.
       // A late win, or a timed-out attempt that may have taken the lock, is given back whatever
-      // leave says (a timed-out one repeated by the backend after the client's late sends:
-      // late-acquires.ts).
-      const { keys, member, token } = this;
-      const { leaving } = this.#context;
-      const giveBack = this.wonLate || this.timedOut !== undefined;
-      const left = this.queuedRemotely ? backend.leave(keys, member, token) : Promise.resolve(false);
-      const cleanUp = left
-        .catch((error: unknown) => {
-          if (giveBack) return true; // the lease it may hold must go back still
-          throw error;
-        })
-        .then((granted) => (granted || giveBack ? backend.release(keys, token) : undefined))
-        .catch(() => {})
-        .finally(() => leaving.delete(cleanUp));
-      leaving.add(cleanUp);
+      // leave says (see leaveAndGiveBack).
+      leaveAndGiveBack(backend, this.#context.leaving, this, this.queuedRemotely, this.wonLate || this.timedOut !== undefined);
     }
     this.#done?.();
   }
@@ -406,18 +387,11 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
   /** {@link Waiter.#giveUp}, once the lookup of who holds the lock answered (see {@link HolderSighting.settled}). */
   async #namedGiveUp(outcome: QuorumOutcome | undefined): Promise<Error> {
     await this.#holder?.settled();
-    return this.#giveUp(outcome);
+    return giveUpError(this, this.#context.backend, outcome);
   }
 
   /** Who held the lock at the last attempt that found it held, when its manager registered: a timeout names it. */
   get heldBy(): string | undefined {
     return this.#holder?.who;
-  }
-
-  /** The error of a wait that ran out: Redlock's quorum error when node errors left it undecided, else a timeout. */
-  #giveUp(outcome: QuorumOutcome | undefined): Error {
-    if (this.refused || !this.replied) return this.noReply(); // refused, or every attempt timed out in the client
-    if (outcome && undecided(outcome)) return new QuorumError(this.keys.name, outcome);
-    return new LockTimeoutError(this.keys.name, now() - this.started, this.attempts, outcome, this.heldBy);
   }
 }

@@ -10,7 +10,7 @@ import { GlideClient, Logger as GlideLogger, ProtocolVersion } from '@valkey/val
 import { Valkey } from 'iovalkey';
 import { createClient as createClient6 } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireCall, acquireReply, asSnapshot } from '../../src/backend/redis-backend.js';
+import { acquireCall, acquireReply, asSnapshot } from '../../src/backend/redis-calls.js';
 import { configValue } from '../../src/backend/eviction-policy.js';
 import { adaptClient } from '../../src/client/detect.js';
 import { isNoScript, isWrongType, type ScriptClient } from '../../src/client/script-client.js';

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createLocks, LockTimeoutError, type Locks, type LocksOptions } from '../../src/index.js';
-import { acquireCall, acquireReply } from '../../src/backend/redis-backend.js';
+import { acquireCall, acquireReply } from '../../src/backend/redis-calls.js';
 import { adaptClient } from '../../src/client/detect.js';
 import { lockKeys } from '../../src/keys.js';
 import { runScript } from '../../src/lua/run-script.js';
@@ -53,10 +53,11 @@ describe('who holds a lock, with nothing written per lease', () => {
       await redis.raw.slowlog('RESET');
       for (let i = 0; i < 20; i++) await (await l.acquire(`free-${i % 3}`)).release();
       const run = await commandsRun();
-      // Each pair: acquire.lua on 2 keys (lock, fence), release.lua on 4; one registration in all.
+      // Each pair: acquire.lua on 2 keys (lock, fence), release-key.lua on 2 (lock, queue: a lone
+      // caller's release); one registration in all.
       expect(run.filter((c) => c === 'register/1')).toHaveLength(1);
       expect(run.filter((c) => c === 'acquire/2')).toHaveLength(20);
-      expect(run.filter((c) => c === 'script/4')).toHaveLength(20);
+      expect(run.filter((c) => c === 'script/2')).toHaveLength(20);
       expect(run).toHaveLength(41);
     } finally {
       await redis.raw.config('SET', 'slowlog-log-slower-than', '10000');
