@@ -30,8 +30,19 @@ export function runScript(client: ScriptClient, script: LuaScript, keys: readonl
 
 /** A driver error as latchkey reports it: {@link WrongTypeError} or {@link BackendError}, with the original as `cause`. */
 function scriptError(script: LuaScript, keys: readonly string[], error: unknown): Error {
-  if (isWrongType(error)) return new WrongTypeError(script.name, keys[0] ?? '', error);
-  return new BackendError(script.name, describeCause(error), { cause: error });
+  const operation = operationOf(script);
+  if (isWrongType(error)) return new WrongTypeError(operation, keys[0] ?? '', error);
+  return new BackendError(operation, describeCause(error), { cause: error });
+}
+
+/**
+ * The operation a script's error names, as the caller knows it: a lone caller's release runs
+ * release-key.lua and a batch of renewals extend-many.lua, but the caller released or extended.
+ */
+const OPERATIONS: Readonly<Record<string, string>> = { releaseKey: 'release', extendMany: 'extend' };
+
+function operationOf(script: LuaScript): string {
+  return OPERATIONS[script.name] ?? script.name;
 }
 
 /**

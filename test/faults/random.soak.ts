@@ -44,7 +44,7 @@
 import { randomInt } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { lockKeys } from '../../src/keys.js';
-import { acquireScript, extendScript, releaseScript } from '../../src/lua/scripts.generated.js';
+import { acquireScript, extendManyScript, extendScript, releaseScript } from '../../src/lua/scripts.generated.js';
 import { SETTLE_SLACK, summarize } from './check.js';
 import { CLUSTER_FAULTS, ClusterRig, clusterFault } from './cluster-rig.js';
 import { FaultRig, type Worker, type WorkerOptions } from './harness.js';
@@ -221,7 +221,9 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
           case 'reset-mid-command': {
             const forward = random() < 0.5;
             const op = pick(renew ? (['acquire', 'release', 'extend'] as const) : (['acquire', 'release'] as const));
-            const sha = { acquire: acquireScript.sha, release: releaseScript.sha, extend: extendScript.sha }[op];
+            // One Redis renews in batches (extend-many.lua); Redlock, replica acknowledgement and Cluster one lease a call.
+            const renewal = mode === 'single' || mode === 'single-aof' ? extendManyScript.sha : extendScript.sha;
+            const sha = { acquire: acquireScript.sha, release: releaseScript.sha, extend: renewal }[op];
             const proxy = worker.proxies[nodes[0]!]!;
             const hit = await Promise.race([proxy.resetOn(sha, { forward }), sleep(duration).then(() => false)]);
             proxy.clear();
