@@ -108,8 +108,6 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
     },
     auditMs,
   );
-  /** How many channels have a join (count > 0): a leave that ends the last one disarms the topology's audit, in O(1) (a scan of every channel made 10,000 leaves quadratic). */
-  let joined = 0;
   connection.onTopologyChange?.(() => topology.check());
   connection.onReconnect(() => topology.check());
   return {
@@ -122,7 +120,7 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
       const existing = channels.get(channel);
       topology.arm();
       if (existing) {
-        if (existing.count++ === 0) joined++; // also revives an entry on its way out
+        existing.count++; // also revives an entry on its way out
         return existing.ready || !existing.subscribed ? existing.subscription : existing.whenReady();
       }
       const entry = lockChannel(keys);
@@ -133,22 +131,18 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
           entry.readied();
         },
         (error: unknown) => {
-          if (channels.get(channel) === entry) {
-            channels.delete(channel);
-            if (entry.count > 0) joined--;
-          }
+          if (channels.get(channel) === entry) channels.delete(channel);
           throw subscribeError(error);
         },
       );
       channels.set(channel, entry);
-      joined++;
       return entry.subscription;
     },
     leave(keys) {
       const channel = channelOf(keys);
       const entry = channels.get(channel);
-      if (!entry || entry.count <= 0 || --entry.count > 0) return;
-      if (--joined === 0) topology.disarm();
+      if (!entry || --entry.count > 0) return;
+      if (![...channels.values()].some((e) => e.count > 0)) topology.disarm();
       entry.subscription
         .then(() => {
           if (entry.count > 0 || channels.get(channel) !== entry) return; // joined again meanwhile
