@@ -148,6 +148,8 @@ function parseClusterNodes(text: string): NodeLine[] {
 
 /** CLUSTER SLOTS: [[start, end, [host, port, id, ...], ...replicas], ...] */
 /** 4 × the nodes' `cluster-node-timeout` (1000 ms), and a little more: how long Redis keeps a replica's election state. */
+/** When a graceful failover not yet done is asked again, ms (Redis's manual failover times out after 5 s). */
+const MANUAL_FAILOVER_RETRY_MS = 5_500;
 const ELECTION_RETRY_MS = 4200;
 
 type SlotsReply = Array<[number, number, [string, number, string, ...unknown[]], ...unknown[]]>;
@@ -456,7 +458,8 @@ export class RedisCluster {
    */
   async failover(master: ClusterNode, options: FailoverOptions = {}): Promise<ClusterNode> {
     const started = Date.now();
-    const timeoutMs = options.timeoutMs ?? 10_000;
+    const timeoutMs = options.timeoutMs ?? 15_000;
+    const retries: NodeJS.Timeout[] = [];
     // The replica as the harness last saw it: if it took over on its own, CLUSTER NODES no longer links them.
     const cached = this.replicaOf(master);
     await this.refreshTopology();
@@ -473,9 +476,27 @@ export class RedisCluster {
       if (settled > 0) await new Promise((resolve) => setTimeout(resolve, settled));
       const args = mode === 'default' ? ['CLUSTER', 'FAILOVER'] : ['CLUSTER', 'FAILOVER', mode.toUpperCase()];
       await replica.call(...args);
+      // Redis aborts a manual failover that has not completed in 5 s ("Manual failover timed out":
+      // seen here under load, the replica never took over): once that is past, it is asked again.
+      const retry = setTimeout(() => {
+        void this.#roleReportedBy(replica)
+          .then((role) => (role === 'master' ? undefined : replica.call(...args)))
+          .catch(() => {});
+      }, MANUAL_FAILOVER_RETRY_MS);
+      retry.unref();
+      retries.push(retry);
     }
     const remaining = (): number => Math.max(0, timeoutMs - (Date.now() - started));
-    await this.#until(remaining(), `port ${replica.port} to take over from port ${master.port}`, async () => {
+    try {
+      await this.#waitForTakeOver(remaining(), replica, master, ownedRanges);
+    } finally {
+      for (const retry of retries) clearTimeout(retry);
+    }
+    return replica;
+  }
+
+  async #waitForTakeOver(within: number, replica: ClusterNode, master: ClusterNode, ownedRanges: (readonly [number, number])[]): Promise<void> {
+    await this.#until(within, `port ${replica.port} to take over from port ${master.port}`, async () => {
       if ((await this.#roleReportedBy(replica)) !== 'master') return `port ${replica.port} is not master yet`;
       if (master.answering && (await this.#roleReportedBy(master)) === 'master') return `port ${master.port} still reports itself master`;
       for (const node of this.nodes.filter((n) => n.answering)) {
@@ -493,7 +514,6 @@ export class RedisCluster {
     });
     replica.electedAt = performance.now();
     await this.refreshTopology();
-    return replica;
   }
 
   /** Kills every process this cluster started and removes their directories. */
