@@ -48,7 +48,7 @@ const WORKERS = 4;
 
 /** A forked role with a message inbox: next(type) resolves with the next message of that type. */
 function spawnRole(role, setup) {
-  const child = fork(here, ['--role', role], { stdio: ['ignore', 2, 2, 'ipc'], execArgv: ['--expose-gc'], env: { ...process.env, BENCH_BASE: baseString } });
+  const child = fork(here, ['--role', role], { stdio: ['ignore', 2, 2, 'ipc'], execArgv: ['--expose-gc', ...(process.env.SCALE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])], env: { ...process.env, BENCH_BASE: baseString } });
   const inbox = [];
   const waiting = [];
   let failure;

@@ -10,6 +10,9 @@
 //   Redlock node free pair  what one node of a Redlock runs per acquire+release: acquire.lua with
 //                a fence floor + wake-release.lua, per pair; the floor is what the Redlock backend
 //                offers when it took the lock last (the last fence + 1), its steady state
+//   renewal      per lease, in calls of 500 held leases: extend-many.lua (the watchdog's batch),
+//                against a GET and a PEXPIRE per lease (extend.lua's steps, 500 in one script)
+//                and, the floor, a PEXPIRE per lease with no check of the token (not safe)
 // ACQUIRE_LUA / RELEASE_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
 // (e.g. from git show; it must take the same keys and arguments).
 // Usage: node bench/script-cost.mjs (BENCH_CLIENTS=6|5: the ioredis major that sends the calls,
@@ -29,6 +32,17 @@ const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LU
 const WAKE_RELEASE = process.env.WAKE_RELEASE_LUA ? fs.readFileSync(process.env.WAKE_RELEASE_LUA, 'utf8') : source('../src/lua/wake-release.lua');
 const FENCE_TTL = String(10_000 + 24 * 60 * 60 * 1000); // the lease's ttl + the counter's retention
 const COUNTER_START = 1_700_000_000_000_000; // a fence counter in µs, as a node's clock seeds it
+const EXTEND_MANY = process.env.EXTEND_MANY_LUA ? fs.readFileSync(process.env.EXTEND_MANY_LUA, 'utf8') : source('../src/lua/extend-many.lua');
+const GET_PEXPIRE = `local s = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then redis.call('PEXPIRE', KEYS[i], ARGV[1]) s[i] = 1 else s[i] = 0 end
+end
+return s`;
+const PEXPIRE_ONLY = `local s = {}
+for i = 1, #KEYS do s[i] = redis.call('PEXPIRE', KEYS[i], ARGV[1]) end
+return s`;
+const RENEWED = 500; // leases a renewal call carries (MAX_BATCH)
+const RENEWAL_CALLS = 200;
 const token = (i) => i.toString(16).padStart(32, '0');
 const k = '{k}';
 const keys = [k, `${k}:fence`, `${k}:queue`, `${k}:alive`];
@@ -41,16 +55,16 @@ const sub = new Redis(server.port, '127.0.0.1');
 try {
   await sub.subscribe('p:inbox1');
   const sha = {};
-  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, WAKE_RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL })) sha[name] = await client.script('LOAD', lua);
+  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, WAKE_RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL, EXTEND_MANY, GET_PEXPIRE, PEXPIRE_ONLY })) sha[name] = await client.script('LOAD', lua);
 
   /** Server µs per EVALSHA over CALLS calls queued by `add(pipeline, i)`, after `setup`. */
-  const measure = async (setup, add, perUnit = 1) => {
+  const measure = async (setup, add, perUnit = 1, calls = CALLS) => {
     await client.flushall();
     await setup();
     await client.config('RESETSTAT');
-    for (let i = 0; i < CALLS; i += BATCH) {
+    for (let i = 0; i < calls; i += BATCH) {
       const p = client.pipeline();
-      for (let j = i; j < i + BATCH; j++) add(p, j);
+      for (let j = i; j < Math.min(calls, i + BATCH); j++) add(p, j);
       await p.exec();
     }
     const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await client.info('commandstats'));
@@ -99,6 +113,22 @@ try {
         },
         2,
       ),
+    ...Object.fromEntries(
+      [
+        ['renewal, per lease: latchkey extend-many.lua', 'EXTEND_MANY'],
+        ['renewal, per lease: GET + PEXPIRE per lease', 'GET_PEXPIRE'],
+        ['renewal, per lease: PEXPIRE alone, unchecked (floor)', 'PEXPIRE_ONLY'],
+      ].map(([name, script]) => {
+        const held = Array.from({ length: RENEWED }, (_, i) => `held{${i}}`);
+        const args = ['10000', ...held.map((_, i) => token(i))];
+        const setup = async () => {
+          const p = client.pipeline();
+          held.forEach((key, i) => p.set(key, token(i), 'PX', 100_000));
+          await p.exec();
+        };
+        return [name, () => measure(setup, (p) => p.evalsha(sha[script], RENEWED, ...held, ...(script === 'PEXPIRE_ONLY' ? ['10000'] : args)), 1 / RENEWED, RENEWAL_CALLS)];
+      }),
+    ),
     'free pair: smallest fenced lock': () =>
       measure(
         async () => {},
@@ -112,7 +142,7 @@ try {
   };
   const results = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) for (const [name, run] of Object.entries(cases)) results[name].push(await run());
-  console.log('| script | server µs per call (per pair for "free pair"): min | median |');
+  console.log('| script | server µs per call (per pair for "free pair", per lease for "renewal"): min | median |');
   console.log('| --- | --: | --: |');
   for (const [name, xs] of Object.entries(results)) {
     const s = [...xs].sort((a, b) => a - b);

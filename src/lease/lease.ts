@@ -295,10 +295,10 @@ export class Lease implements AsyncDisposable {
   }
 
   /** @internal A batched renewal's outcome (the manager's Renewals): see `Renewable.renewed` in watchdog.ts. */
-  renewed(sentAt: number, reply: OwnershipReply | Error, late = false): Promise<void> | undefined {
+  renewed(sentAt: number, reply: OwnershipReply | Error, late = false, at?: number): Promise<void> | undefined {
     // Released meanwhile, or being released: the release wins, whatever the batch found.
     if (this.#releasing || this.#state === 'released') return undefined;
-    this.#noticeExpiry();
+    this.#noticeExpiry(at);
     let outcome: Promise<void> | undefined;
     if (this.#state === 'lost') {
       // Its validity ran out before the reply (or it was lost meanwhile): a key the batch
@@ -381,8 +381,8 @@ export class Lease implements AsyncDisposable {
     this.#lose(lossOf(this.key, this.fence, await reasonOfLoss(this.#context.backend, this.#keys, this.#token, reply)));
   }
 
-  #noticeExpiry(): void {
-    if (this.#state === 'held' && this.#validity.passed()) this.#expire();
+  #noticeExpiry(at?: number): void {
+    if (this.#state === 'held' && this.#validity.passed(at)) this.#expire();
   }
 
   #expire(): void {

@@ -128,9 +128,10 @@ export class Renewals {
           for (const w of open) w.renewAlone();
           return;
         }
+        const at = now(); // once for the batch: its leases are handled in one go
         batch.forEach((w, i) => {
           const reply = replies[i] ?? new Error('no reply for this lease');
-          if (open.has(w)) w.replied(sentAt, reply);
+          if (open.has(w)) w.replied(sentAt, reply, at);
           // Settled when its validity ran out: only a key the batch extended is given back.
           else w.lease.renewed(sentAt, reply, true)?.catch(() => {});
         });

@@ -52,9 +52,9 @@ export class Validity implements Deadline {
     this.#owner.validityEnded();
   }
 
-  /** True once the validity has run out. */
-  passed(): boolean {
-    return now() >= this.#until;
+  /** True once the validity has run out (by `at`, the time now unless the caller just read it). */
+  passed(at: number = now()): boolean {
+    return at >= this.#until;
   }
 
   /** Arms the timer (once): the owner hears of the end the moment it comes. */

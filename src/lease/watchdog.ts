@@ -32,9 +32,10 @@ export interface Renewable {
    * error of a batch that did not reach it. Undefined when nothing more is to be done (extended,
    * applied at once; or the lease was released meanwhile: the release wins); else a promise that
    * rejects as `renew()` would. `late`: the renewal was already settled (its validity ran out
-   * before the reply): only what the reply did is handled.
+   * before the reply): only what the reply did is handled. `at`: the time now, when the caller
+   * has just read it (a batch reads the clock once for all its leases).
    */
-  renewed(sentAt: number, reply: OwnershipReply | Error, late?: boolean): Promise<void> | undefined;
+  renewed(sentAt: number, reply: OwnershipReply | Error, late?: boolean, at?: number): Promise<void> | undefined;
 }
 
 /**
@@ -114,10 +115,10 @@ export class Watchdog implements ExtendItem, Queued {
     );
   }
 
-  /** A batch's outcome for this lease (see {@link Renewable.renewed}). */
-  replied(sentAt: number, reply: OwnershipReply | Error): void {
-    const outcome = this.lease.renewed(sentAt, reply);
-    if (!outcome) this.#renewed();
+  /** A batch's outcome for this lease, come at `at` (see {@link Renewable.renewed}). */
+  replied(sentAt: number, reply: OwnershipReply | Error, at: number = now()): void {
+    const outcome = this.lease.renewed(sentAt, reply, false, at);
+    if (!outcome) this.#renewed(at);
     else
       outcome.then(
         () => this.#renewed(),
@@ -125,16 +126,16 @@ export class Watchdog implements ExtendItem, Queued {
       );
   }
 
-  #schedule(delay: number): void {
+  #schedule(delay: number, at: number = now()): void {
     if (this.#stopped) return;
-    this.due = now() + delay;
+    this.due = at + delay;
     this.#renewals.add(this, delay === this.every);
   }
 
-  #renewed(): void {
+  #renewed(at?: number): void {
     this.renewing = false;
     this.lastError = undefined;
-    this.#schedule(this.every);
+    this.#schedule(this.every, at);
   }
 
   #failed(error: unknown): void {

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Backend, ExtendManyReply } from '../../src/backend/backend.js';
 import { createLocks, type Lease, type Locks, type LocksOptions, type RenewFailedEvent } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
+import { extendManyScript } from '../../src/lua/scripts.generated.js';
 import { aborted } from '../contract/lock-contract.js';
 import { uniquePrefix } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -130,6 +131,29 @@ function endings(leases: readonly Lease[]): Promise<Array<{ at: number; validUnt
 }
 
 describe('batched watchdog renewals on one Redis', () => {
+  it('extend-many.lua answers only the leases it did not extend (gone, taken, WRONGTYPE), extends the others, and refuses tokens of another length', async () => {
+    const r = raw(await server());
+    const token = (i: number): string => String(i).padStart(6, '0');
+    await r.set('ok1', token(1), 'PX', 1000);
+    await r.set('taken', 'x'.repeat(6), 'PX', 1000);
+    await r.hset('hash', 'f', 'v');
+    await r.set('ok5', token(5), 'PX', 1000);
+    const keys = ['ok1', 'gone', 'taken', 'hash', 'ok5'];
+    const tokens = keys.map((_, i) => token(i + 1)).join('');
+    const run = (args: string[]): Promise<unknown> => r.eval(extendManyScript.source, keys.length, ...keys, ...args);
+    expect(await run(['60000', '6', tokens])).toEqual([2, 0, 3, -1, 4, -2]);
+    for (const key of ['ok1', 'ok5']) expect(await r.pttl(key)).toBeGreaterThan(30_000);
+    expect(await r.pttl('taken')).toBeLessThanOrEqual(1000);
+    expect(await r.exists('gone')).toBe(0);
+    // All extended: an empty reply.
+    expect(await r.eval(extendManyScript.source, 2, 'ok1', 'ok5', '60000', '6', token(1) + token(5))).toEqual([]);
+    // Tokens that do not fill n * w characters: an error, nothing extended.
+    await r.pexpire('ok1', 1000);
+    await expect(run(['60000', '6', tokens.slice(1)])).rejects.toThrow(/extend-many: 5 keys, but 29 characters of tokens of length 6/);
+    await expect(run(['60000', '0', ''])).rejects.toThrow(/extend-many/);
+    expect(await r.pttl('ok1')).toBeLessThanOrEqual(1000);
+  });
+
   it('a batch in which some keys are gone or taken loses exactly those leases; the others stay held, their TTL renewed', async () => {
     const s = await server();
     const r = raw(s);

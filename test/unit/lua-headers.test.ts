@@ -10,6 +10,7 @@ import { BackendError } from '../../src/errors.js';
 import { runScript } from '../../src/lua/run-script.js';
 import * as scripts from '../../src/lua/scripts.generated.js';
 import type { ScriptClient } from '../../src/client/script-client.js';
+import type { LuaScript } from '../../src/lua/lua-script.js';
 
 const dir = new URL('../../src/lua/', import.meta.url);
 
@@ -56,13 +57,26 @@ describe('lua scripts', () => {
   it('a script with arguments per item takes exactly that many per item of keys', async () => {
     let sent = 0;
     const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
-    const script = scripts.extendManyScript;
-    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 1, 1]);
+    // No script of latchkey's takes arguments per item today (extend-many.lua sends its tokens as
+    // one argument); the header rule stays: `ARGV[i+1]` lines after one fixed argument.
+    const script: LuaScript = { ...scripts.extendManyScript, numberOfArgs: 1, argsPerItem: 1 };
     await expect(runScript(client, script, [], ['100'])).rejects.toThrow(/1 per item and 1 \+ 1 per item/);
     await expect(runScript(client, script, ['l1', 'l2'], ['100', 't1'])).rejects.toBeInstanceOf(BackendError);
     await expect(runScript(client, script, ['l1'], ['100', 't1', 't2'])).rejects.toBeInstanceOf(BackendError);
     expect(sent).toBe(0);
     await runScript(client, script, ['l1', 'l2'], ['100', 't1', 't2']);
+    expect(sent).toBe(1);
+  });
+
+  it('extend-many.lua takes a key per lease and three arguments, the tokens in one', async () => {
+    let sent = 0;
+    const client = { evalsha: async () => sent++, eval: async () => sent++ } as unknown as ScriptClient;
+    const script = scripts.extendManyScript;
+    expect([script.numberOfKeys, script.keysPerItem, script.numberOfArgs, script.argsPerItem]).toEqual([0, 1, 3, undefined]);
+    await expect(runScript(client, script, [], ['100', '2', ''])).rejects.toBeInstanceOf(BackendError);
+    await expect(runScript(client, script, ['l1', 'l2'], ['100', '2', 't1', 't2'])).rejects.toBeInstanceOf(BackendError);
+    expect(sent).toBe(0);
+    await runScript(client, script, ['l1', 'l2'], ['100', '2', 't1t2']);
     expect(sent).toBe(1);
   });
 
