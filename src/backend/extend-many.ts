@@ -44,6 +44,17 @@ function extendChunk(client: ScriptClient, items: readonly ExtendItem[]): Promis
   });
 }
 
+/** Whether all `items` have one TTL and one token length (nearly always: one manager's leases of one TTL). */
+function alike(items: readonly ExtendItem[]): boolean {
+  const ttl = items[0]?.ttl;
+  const width = items[0]?.token.length;
+  for (let i = 1; i < items.length; i++) {
+    const item = items[i]!;
+    if (item.ttl !== ttl || item.token.length !== width) return false;
+  }
+  return true;
+}
+
 /**
  * Renews `items` (plain locks on one Redis) in calls of extend-many.lua of at most
  * {@link MAX_BATCH} leases of one TTL and one token length each (a manager's tokens all have one
@@ -51,9 +62,7 @@ function extendChunk(client: ScriptClient, items: readonly ExtendItem[]): Promis
  * (a renewal that did run is repeated harmlessly).
  */
 export async function extendManyOn(client: ScriptClient, items: readonly ExtendItem[]): Promise<ExtendManyReply> {
-  const first = items[0];
-  const alike = (item: ExtendItem): boolean => item.ttl === first!.ttl && item.token.length === first!.token.length;
-  if (items.length <= MAX_BATCH && items.every(alike)) return extendChunk(client, items);
+  if (items.length <= MAX_BATCH && alike(items)) return extendChunk(client, items);
   const groups = new Map<string, number[]>();
   items.forEach((item, i) => {
     const group = `${item.ttl}/${item.token.length}`;
