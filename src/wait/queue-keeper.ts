@@ -53,10 +53,11 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
  * A manager's queue keeper: its waiters queued for a lock in the backend and asleep (the `notify`
  * strategy, whose manager's inbox listens) make no attempt of their own to keep their place.
  * Every `recheck` ms the keeper refreshes all their queue entries and reads their locks' state in
- * one script call per {@link KEEP_BATCH} waiters ({@link Backend.keepQueued}), and wakes exactly
- * those that must look for themselves: the lock is free (a release nobody announced: a raw DEL, a
- * lost message), or their entry is gone (dropped or passed over: their attempt queues them
- * again; or taken out by a grant whose message was lost: their attempt finds the lock theirs). A
+ * one script call per {@link KEEP_BATCH} waiters ({@link Backend.keepQueued}), the calls spread
+ * over the period, and wakes exactly those that must look for themselves: the lock is free (a
+ * release nobody announced: a raw DEL, a lost message), or their entry is gone (dropped or
+ * passed over: their attempt queues them again; or taken out by a grant whose message was lost:
+ * their attempt finds the lock theirs). A
  * waiter whose lock is held sleeps
  * on until the holder's TTL it reports runs out (then it attempts, as before: a crashed holder),
  * a grant in its inbox, or its own deadline or stop.
@@ -99,60 +100,76 @@ export class QueueKeeper {
   /** Keeps `waiter` from now until {@link QueueKeeper.drop}: each tick wakes it or moves its wake-up (see `sleepKept`). */
   keep(waiter: KeptWaiter): void {
     this.#kept.set(waiter, ++this.#turn);
-    // One timer for the manager, running while it keeps someone. It keeps the process alive, as
-    // the waiters' own re-check timers did.
-    this.#timer ??= setInterval(() => this.#tick(), this.#tuning.recheck);
+    this.#arm();
   }
 
   /** Stops keeping `waiter` (it woke, or left). */
   drop(waiter: KeptWaiter): void {
     if (!this.#kept.delete(waiter) || this.#kept.size > 0) return;
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
   }
 
+  /**
+   * One timer for the manager, running while it keeps someone (it keeps the process alive, as the
+   * waiters' own re-check timers did). Each tick sends one batch, of the waiters kept longest
+   * since their last: with n waiters, a batch every `recheck / ceil(n / KEEP_BATCH)` ms, so each
+   * is kept once per `recheck`, and Redis runs one batch at a time, not a burst of all of them
+   * in which every release would wait.
+   */
+  #arm(): void {
+    if (this.#timer !== undefined) return;
+    const batches = Math.max(1, Math.ceil(this.#kept.size / KEEP_BATCH));
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#tick();
+      if (this.#kept.size > 0) this.#arm();
+    }, this.#tuning.recheck / batches);
+  }
+
   #tick(): void {
-    if (this.#inFlight > 0) return; // entries live 3 × recheck: the next tick refreshes them
+    if (this.#inFlight > 0) return; // entries live 3 × recheck: a later tick refreshes them
     const entryTtl = this.#tuning.recheck * 3;
-    let batch: [KeptWaiter, number][] = [];
-    const batches: [KeptWaiter, number][][] = [];
-    for (const [waiter, turn] of this.#kept) {
+    const next: [KeptWaiter, number][] = [];
+    for (const entry of this.#kept) {
+      if (next.length === KEEP_BATCH) break;
+      next.push(entry);
+    }
+    const items: [KeptWaiter, number][] = [];
+    for (const [waiter, turn] of next) {
+      // To the back of the line: the next ticks keep the others first.
+      this.#kept.delete(waiter);
+      this.#kept.set(waiter, turn);
       if (!this.#inbox.listening(waiter.keys)) {
         // The inbox is between two subscriptions: a grant would not reach it. Its own attempt
         // writes its entry anew, which tells a release that passed it over that it lives.
         waiter.wake?.();
         continue;
       }
-      batch.push([waiter, turn]);
-      if (batch.length === KEEP_BATCH) {
-        batches.push(batch);
-        batch = [];
-      }
+      items.push([waiter, turn]);
     }
-    if (batch.length > 0) batches.push(batch);
-    for (const items of batches) {
-      this.#inFlight++;
-      const sentAt = now();
-      let sent: Promise<readonly KeepReply[] | undefined>;
-      try {
-        sent = this.#backend.keepQueued!(
-          items.map(([waiter]) => waiter),
-          entryTtl,
-        );
-      } catch (error) {
-        sent = Promise.reject(error);
-      }
-      sent
-        .then(
-          (replies) => {
-            if (!replies) this.#decline();
-            items.forEach(([waiter, turn], i) => this.#tell(waiter, turn, replies?.[i], sentAt));
-          },
-          // Redis did not answer, or failed: each waiter looks for itself (its attempt reports the error).
-          () => items.forEach(([waiter, turn]) => this.#tell(waiter, turn, undefined, sentAt)),
-        )
-        .finally(() => this.#inFlight--);
+    if (items.length === 0) return;
+    this.#inFlight++;
+    const sentAt = now();
+    let sent: Promise<readonly KeepReply[] | undefined>;
+    try {
+      sent = this.#backend.keepQueued!(
+        items.map(([waiter]) => waiter),
+        entryTtl,
+      );
+    } catch (error) {
+      sent = Promise.reject(error);
     }
+    sent
+      .then(
+        (replies) => {
+          if (!replies) this.#decline();
+          items.forEach(([waiter, turn], i) => this.#tell(waiter, turn, replies?.[i], sentAt));
+        },
+        // Redis did not answer, or failed: each waiter looks for itself (its attempt reports the error).
+        () => items.forEach(([waiter, turn]) => this.#tell(waiter, turn, undefined, sentAt)),
+      )
+      .finally(() => this.#inFlight--);
   }
 
   /**

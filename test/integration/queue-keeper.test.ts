@@ -19,6 +19,8 @@ let monitor: Redis;
 let raw: Redis;
 /** The scripts the server ran, as `<name>/<number of keys>`, and ECHO markers. */
 const seen: string[] = [];
+/** When the server ran each keep-queued.lua call (MONITOR's timestamps, ms). */
+const keptAt: number[] = [];
 const names = new Map([
   [acquireScript.sha, 'acquire'],
   [keepQueuedScript.sha, 'keep'],
@@ -33,6 +35,7 @@ beforeAll(async () => {
     const command = args[0]?.toLowerCase();
     if (command === 'echo') seen.push(`marker ${args[1]}`);
     if (command === 'evalsha') seen.push(`${names.get(args[1]!) ?? 'other'}/${args[2]}`);
+    if (command === 'evalsha' && args[1] === keepQueuedScript.sha) keptAt.push(Number(_time) * 1000);
   });
 });
 
@@ -116,6 +119,41 @@ describe('the queue keeper', () => {
       await caughtUp();
       expect(seen.filter((s) => s.startsWith('acquire'))).toEqual([]);
       await Promise.all(won.map((lease) => lease.release()));
+    } finally {
+      await m.close();
+    }
+  });
+
+  it('spreads its calls over the period: 1,100 waiters are kept in calls of at most 500, one every recheck / 3, each waiter once a period', async () => {
+    const m = managers();
+    const n = 1100;
+    const names = Array.from({ length: n }, (_, i) => `spread-${i}`);
+    try {
+      const leases = await Promise.all(names.map((name) => m.holder.acquire(name, { ttl: 30_000 })));
+      const waits = names.map((name) => m.waiter.acquire(name, { wait: 20_000 }));
+      await queued(m.prefix, names);
+      await caughtUp();
+      seen.length = 0;
+      keptAt.length = 0;
+      await new Promise((resolve) => setTimeout(resolve, 3 * RECHECK)); // the window measured: three periods
+      await caughtUp();
+      const keeps = seen.filter((s) => s.startsWith('keep'));
+      expect(keeps.length).toBeGreaterThanOrEqual(6);
+      // No call carries more than 500 waiters (3 keys each).
+      for (const call of keeps) expect(Number(call.split('/')[1])).toBeLessThanOrEqual(3 * 500);
+      // One call at a time, a third of a period apart (the timer enforces it; half of it allows for a late send).
+      const gaps = keptAt.slice(1).map((t, i) => t - keptAt[i]!);
+      expect(Math.min(...gaps)).toBeGreaterThanOrEqual(RECHECK / 3 / 2);
+      // Every entry was refreshed within about the last period.
+      const time = await raw.time();
+      const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+      const entries = await Promise.all(names.map((name) => raw.hgetall(lockKeys(m.prefix, name).alive)));
+      for (const entry of entries) {
+        const deadline = Number(Object.values(entry)[0]!.split(' ')[0]);
+        expect(deadline).toBeGreaterThan(nowMs + 3 * RECHECK - RECHECK - 100);
+      }
+      await Promise.all(leases.map((lease) => lease.release()));
+      await Promise.all((await Promise.all(waits)).map((lease) => lease.release()));
     } finally {
       await m.close();
     }
