@@ -11,12 +11,17 @@
 //       each on distinct held keys (wait 60 s): the time until every waiter's first attempt was
 //       answered and (latchkey) until Redis holds every queue entry, the round trips per second
 //       while they wait, the subscriber connections' memory (CLIENT LIST), memory per waiter; then
-//       the keys are released one by one: per waiter, its acquire resolved − its key's release
-//       called (one monotonic clock for all processes), p50/p99/max.
+//       the keys are released one by one, at most SCALE_RELEASE_RATE a second: per waiter, its
+//       acquire resolved − its key's release called (one monotonic clock for all processes),
+//       p50/p99/max. Beside them, the floor of
+//       notified hand-off (lib/scale-roles.mjs, floorLibrary: the ring's pass-on to a subscribed
+//       waiter, nothing renewed or kept), in the same processes and the same run: a hand-off
+//       latency below it is out of reach on the machine.
 // Usage: npm run bench (after semaphore.mjs), or node bench/scale.mjs after npm run build.
 // Env: SCALE_LEASES (default 1,10,100,1000,10000,100000), SCALE_WAITERS (default
 // 10,100,1000,10000), SCALE_SECONDS (hold window, default 20), SCALE_WAIT_SECONDS (window while
-// waiting, default min(10, SCALE_SECONDS)), SCALE_ONLY=latchkey|redis-semaphore, SCALE_SIGNAL=1
+// waiting, default min(10, SCALE_SECONDS)), SCALE_ONLY=latchkey|redis-semaphore, SCALE_FLOOR=0
+// (no floor row), SCALE_RELEASE_RATE (releases a second, default 2,000; 0: as fast as it can), SCALE_NODE_ARGS (flags for the roles' node, e.g. --cpu-prof), SCALE_SIGNAL=1
 // (count latchkey's losses on lease.signal), LATCHKEY_DIST, BENCH_CLIENTS=6|5.
 // Results: bench/results/scale-latest.json and the chart bench/results/scale-chart.svg.
 import { fork } from 'node:child_process';
@@ -45,6 +50,8 @@ const fmt = (v, digits = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', {
 const rate = (v) => fmt(v, Math.abs(v) < 10 ? 1 : 0);
 const kb = (bytes) => (Number.isFinite(bytes) ? `${(bytes / 1024).toFixed(2)} KB` : 'n/a');
 const WORKERS = 4;
+/** Releases a second at most, the same for every library (0: as fast as the holder can). */
+const RELEASE_RATE = Number(process.env.SCALE_RELEASE_RATE ?? 2000);
 
 /** A forked role with a message inbox: next(type) resolves with the next message of that type. */
 function spawnRole(role, setup) {
@@ -140,7 +147,7 @@ async function existing(harness, keys) {
 /** (b) N waiters in WORKERS processes on N held keys. */
 async function waiters(harness, server, lib, n, windowSeconds) {
   await fresh(harness);
-  const holder = spawnRole('holder', { lib, port: server.port, n });
+  const holder = spawnRole('holder', { lib, port: server.port, n, rate: RELEASE_RATE });
   const workers = [];
   try {
     await holder.next('held');
@@ -284,6 +291,7 @@ async function main() {
     redisSemaphore: JSON.parse(readFileSync(new URL('../node_modules/redis-semaphore/package.json', import.meta.url), 'utf8')).version,
     seconds,
     waitSeconds,
+    releaseRate: RELEASE_RATE,
     ttl: 10_000,
     workers: WORKERS,
     sizes: { leases, waiters: waiterSizes },
@@ -302,14 +310,16 @@ async function main() {
       }
     }
     if (results.held.length) console.log(`\n### (a) held leases, renewed (TTL 10 s), ${seconds} s window\n\n${heldTable(results.held)}`);
+    // The floor of notified hand-off runs beside them (SCALE_FLOOR=0 leaves it out).
+    const waiterLibs = process.env.SCALE_FLOOR === '0' ? libs : [...libs, 'floor'];
     for (const n of waiterSizes) {
-      for (const lib of libs) {
+      for (const lib of waiterLibs) {
         log(`waiters: ${lib}, ${n.toLocaleString('en-US')} in ${WORKERS} processes`);
         results.waiters.push(await waiters(harness, server, lib, n, waitSeconds).catch((e) => ({ lib, n, error: e.message.split('\n')[0] })));
         save();
       }
     }
-    if (results.waiters.length) console.log(`\n### (b) waiters on distinct held keys, ${WORKERS} processes, ${waitSeconds} s window while waiting\n\n${waitersTable(results.waiters)}`);
+    if (results.waiters.length) console.log(`\n### (b) waiters on distinct held keys, ${WORKERS} processes, ${waitSeconds} s window while waiting, released ${RELEASE_RATE > 0 ? `${fmt(RELEASE_RATE)} a second at most` : 'as fast as the holder can'}\n\n${waitersTable(results.waiters)}`);
   } finally {
     harness.disconnect();
     await server.stop();

@@ -4,7 +4,8 @@
 //   held     acquires N distinct keys with renewal on, holds them for the parent's window, reports
 //            its CPU, commands, heap per lease and leases lost, then releases them all;
 //   holder   acquires N keys (renewal on) for the waiters, then on `release` releases them one by
-//            one, noting when each release was called (shared monotonic clock, lib/clock.mjs);
+//            one, at most `rate` a second, noting when each release was called (shared monotonic
+//            clock, lib/clock.mjs);
 //   waiters  starts one waiter per key of its share on `go`, reports when each waiter's first
 //            attempt was answered, and when each acquire resolved (then releases that lease).
 import { Mutex } from 'redis-semaphore';
@@ -60,7 +61,50 @@ async function library(name, client, onLost) {
       close: async () => {},
     };
   }
-  throw new Error(`unknown library ${name} (latchkey or redis-semaphore)`);
+  if (name === 'floor') return floorLibrary(client);
+  throw new Error(`unknown library ${name} (latchkey, redis-semaphore or floor)`);
+}
+
+/**
+ * The floor of notified hand-off (waiters only): the smallest lock that a release hands to a
+ * waiter, as the ring of bench/ring.mjs does. A waiter subscribes to its key's channel on its
+ * process's one subscriber connection and tries once (SET NX, which finds the key held); the
+ * holder's release checks its token, writes the waiter's and publishes it (the ring's pass-on);
+ * the waiter has the lock when the message comes, and releases it (compare and delete). Nothing
+ * is renewed (the holder's keys are set for 10 minutes) and nothing keeps a place in a queue.
+ */
+async function floorLibrary(client) {
+  const { once } = await import('node:events');
+  const { PASS_ON } = await import('./ring.mjs');
+  const { DELETE_IF_EQUAL } = await import('./smallest-lock.mjs');
+  client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
+  client.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
+  const sub = client.duplicate();
+  if (sub.status !== 'ready') await once(sub, 'ready');
+  const turns = new Map();
+  sub.on('message', (channel) => turns.get(channel)?.());
+  const lockKey = (key) => `floor:{${key}}`;
+  const waiterToken = (key) => `w:${key}`;
+  return {
+    async hold(key) {
+      await client.set(lockKey(key), `h:${key}`, 'PX', 600_000, 'NX');
+      return { key, token: `h:${key}`, holder: true };
+    },
+    async wait(key) {
+      const channel = `floor:${key}`;
+      const turn = new Promise((resolve) => turns.set(channel, resolve));
+      await sub.subscribe(channel);
+      if ((await client.set(lockKey(key), waiterToken(key), 'PX', TTL, 'NX')) !== 'OK') await turn;
+      turns.delete(channel);
+      void sub.unsubscribe(channel);
+      return { key, token: waiterToken(key), holder: false };
+    },
+    // The holder passes its lock on to the key's waiter; a waiter's release deletes its own.
+    release: (l) => (l.holder ? client.passOn(lockKey(l.key), l.token, waiterToken(l.key), `floor:${l.key}`) : client.deleteIfEqual(lockKey(l.key), l.token)),
+    stillHeld: () => true,
+    lockKey,
+    close: async () => sub.disconnect(),
+  };
 }
 
 function messages() {
@@ -140,7 +184,7 @@ async function held({ lib, port, n }) {
   await send({ type: 'released', releaseMs });
 }
 
-async function holder({ lib, port, n }) {
+async function holder({ lib, port, n, rate }) {
   const next = messages();
   const { client, instance, commands } = await setUp(lib, port);
   const leases = await holdAll(instance, keysOf(0, n));
@@ -153,9 +197,15 @@ async function holder({ lib, port, n }) {
     }
     break;
   }
-  // One by one: each release awaited before the next is called.
+  // One by one, each release awaited before the next is called, at most `rate` a second (every
+  // library at the same pace: as fast as the holder can, a library whose release is quicker
+  // would flood the waiters' processes, and its latencies would measure their queue).
   const calledAt = new Array(n);
+  const gap = rate > 0 ? 1000 / rate : 0;
+  const start = now();
   for (let i = 0; i < n; i++) {
+    const due = start + i * gap;
+    if (now() < due) await new Promise((resolve) => setTimeout(resolve, Math.max(1, due - now())));
     calledAt[i] = now();
     await instance.release(leases[i]);
   }
