@@ -175,9 +175,9 @@ export interface Backend {
    * and the caller then extends each lease alone with {@link Backend.extend}.
    *
    * One Redis (redis-backend.ts): extend-many.lua, at most {@link MAX_BATCH} leases of one TTL a
-   * call, the calls pipelined. Undefined on a Cluster client (a script's keys must share a slot,
-   * and each lock name is its own hash tag: a batch would hold a handful of leases among 16,384
-   * slots) and with replica acknowledgement (each extend waits for its replicas). The memory
+   * call, the calls pipelined. A Cluster client: one such call per slot (a script's keys must
+   * share one; see cluster-renewals.ts). Undefined with replica acknowledgement (each extend
+   * waits for its replicas). The memory
    * backend implements it; Redlock and compat mode do not. Where it is missing or undefined,
    * leases are extended one a call, still on the manager's one renewal timer.
    */

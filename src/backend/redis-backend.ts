@@ -27,6 +27,7 @@ import {
 import { FENCE_RETENTION, type HandOff, type KeepReply, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { leaveOrFallBack, releaseOnKey, releasePermitsOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
+import { extendManyBySlot } from './cluster-renewals.js';
 import { extendManyOn } from './extend-many.js';
 import { LateAcquires } from './late-acquires.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
@@ -281,9 +282,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       return result;
     },
     async extendMany(items) {
-      // Not on a Cluster client (each lock key is its own slot) nor with replica acknowledgement.
+      // Not with replica acknowledgement (each extend waits for its replicas); on a Cluster client, one call per slot.
+      if (replication) return undefined;
       const client = ready ?? (await connect());
-      return client.cluster || replication ? undefined : extendManyOn(client, items);
+      return client.cluster ? extendManyBySlot(client, items, (item) => backend.extend(item.keys, item.token, item.ttl)) : extendManyOn(client, items);
     },
     acquireWith(call) {
       // No async function and no await on the hot path: one promise per node, and the reply's parse.

@@ -16,9 +16,9 @@
  * unreachable (its renewal reported), the others still wait, each until its own validity; a reply
  * that comes later only has a lease that counts as lost give back a key it extended.
  *
- * Backends without `extendMany` (Redlock, compat mode), a Cluster or replica-acknowledged client
- * (its `extendMany` resolves to undefined) and semaphore permits are renewed one lease a call, on
- * the same timer.
+ * Backends without `extendMany` (Redlock, compat mode), a replica-acknowledged client (its
+ * `extendMany` resolves to undefined) and semaphore permits are renewed one lease a call, on the
+ * same timer. A Cluster client batches per slot (see cluster-renewals.ts).
  */
 import { MAX_BATCH, type Backend, type ExtendManyReply } from '../backend/backend.js';
 import { now } from '../clock.js';
@@ -41,7 +41,7 @@ export class Renewals {
   readonly #queue = new RenewalQueue<Watchdog>();
   #timer: NodeJS.Timeout | undefined;
   #timerAt = Infinity;
-  /** False once the backend said it cannot batch (a Cluster client): every lease is then renewed alone. */
+  /** False once the backend said it cannot batch (replica acknowledgement): every lease is then renewed alone. */
   #batching: boolean;
 
   /** `touchHolder`: keeps the manager's holder registration alive, once per batch (see HolderNames.touch). */
@@ -123,7 +123,7 @@ export class Renewals {
       (replies) => {
         if (deadline) inFlight.delete(deadline);
         if (!replies) {
-          // The backend cannot batch here (a Cluster client): from now on, one lease a call.
+          // The backend cannot batch here (replica acknowledgement): from now on, one lease a call.
           this.#batching = false;
           for (const w of open) w.renewAlone();
           return;

@@ -221,8 +221,8 @@ it(`randomized faults for ${SECONDS} s (seed ${SEED})`, async () => {
           case 'reset-mid-command': {
             const forward = random() < 0.5;
             const op = pick(renew ? (['acquire', 'release', 'extend'] as const) : (['acquire', 'release'] as const));
-            // One Redis renews in batches (extend-many.lua); Redlock, replica acknowledgement and Cluster one lease a call.
-            const renewal = mode === 'single' || mode === 'single-aof' ? extendManyScript.sha : extendScript.sha;
+            // One Redis and a Cluster renew in batches (extend-many.lua); Redlock and replica acknowledgement one lease a call.
+            const renewal = mode === 'single' || mode === 'single-aof' || mode === 'cluster' ? extendManyScript.sha : extendScript.sha;
             const sha = { acquire: acquireScript.sha, release: releaseScript.sha, extend: renewal }[op];
             const proxy = worker.proxies[nodes[0]!]!;
             const hit = await Promise.race([proxy.resetOn(sha, { forward }), sleep(duration).then(() => false)]);

@@ -3,10 +3,12 @@
  * locks spread over every master, and a failover of one master while leases are held, renewed
  * and waited for.
  */
-import { Cluster } from 'ioredis';
+import slotOf from 'cluster-key-slot';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Lease, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
+import { extendManyScript, extendScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 
@@ -21,7 +23,7 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-function manager(settings: { prefix: string; recheck?: number }): Locks {
+function manager(settings: { prefix: string; recheck?: number; hooks?: { renewed?: () => void } }): Locks {
   const client = new Cluster(cluster.startupNodes);
   return managerOver(cleanup, [client], { ...settings, redis: client });
 }
@@ -72,6 +74,43 @@ describe('Redis Cluster', () => {
     expect(next.fence).toBeGreaterThan(holder.fence);
     expect(await master.call('GET', keys.lock)).not.toBeNull();
     await next.release();
+  });
+
+  it('renews the leases whose locks share a slot in one call per round; a lease whose key is gone among them is lost alone', async () => {
+    const prefix = uniquePrefix();
+    // Four lock names whose keys fall in one slot (each name is its key's hash tag: found by trying).
+    const bySlot = new Map<number, string[]>();
+    let names: string[] | undefined;
+    for (let i = 0; !names; i++) {
+      const name = `n${i}`;
+      const slot = slotOf(lockKeys(prefix, name).lock);
+      const same = [...(bySlot.get(slot) ?? []), name];
+      bySlot.set(slot, same);
+      if (same.length === 4) names = same;
+    }
+    const master = await cluster.masterForKey(lockKeys(prefix, names[0]!).lock);
+    const monitor = new Redis(master.port, '127.0.0.1');
+    cleanup.push(async () => monitor.disconnect());
+    const calls: string[] = [];
+    (await monitor.monitor()).on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() !== 'evalsha') return;
+      if (args[1] === extendManyScript.sha) calls.push(`extendMany/${args[2]}`);
+      if (args[1] === extendScript.sha) calls.push('extend');
+    });
+    let renewed = 0;
+    const a = manager({ prefix, hooks: { renewed: () => renewed++ } });
+    const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 3000, renew: { every: 100 } })));
+    await expect.poll(() => calls.filter((c) => c === 'extendMany/4').length, { timeout: 5000, interval: 20 }).toBeGreaterThanOrEqual(3);
+    expect(calls.filter((c) => c === 'extend')).toEqual([]);
+    // One key deleted between two rounds: that lease alone is lost, the other three stay held and renewed.
+    await master.call('DEL', lockKeys(prefix, names[0]!).lock);
+    await expect.poll(() => leases[0]!.state, { timeout: 5000, interval: 10 }).toBe('lost');
+    expect(leases[0]!.lostError).toMatchObject({ reason: 'gone' });
+    const before = renewed;
+    await expect.poll(() => renewed, { timeout: 5000, interval: 20 }).toBeGreaterThanOrEqual(before + 3 * 2);
+    expect(calls.at(-1)).toBe('extendMany/3');
+    for (const lease of leases.slice(1)) expect(lease.state).toBe('held');
+    await Promise.all(leases.slice(1).map((lease) => lease.release()));
   });
 
   it('keeps renewed leases and serves waiters across a failover of one master', async () => {

@@ -1,6 +1,7 @@
 /**
- * Where renewals are not batched, the manager's one renewal timer extends each lease alone: on a
- * Redis Cluster client (a script's keys must share a slot, and each lock name is its own), over
+ * Where renewals are not batched across locks, the manager's one renewal timer extends each lease
+ * alone, or in small groups: on a Redis Cluster client one call per slot (a script's keys must
+ * share one, and each lock name is its own hash tag, so these four leases are four calls), over
  * Redlock (no extendMany), and for semaphore permits everywhere. The watchdog's semantics hold
  * there too: leases due together each get their own outcome.
  */
@@ -15,7 +16,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 /** `semaphores`: whether the backend has them (not Redlock). */
 function renewedAlone(label: string, semaphores: boolean, makeHarness: () => Promise<BackendHarness>): void {
-  describe(`renewals one lease a call: ${label}`, () => {
+  describe(`renewals one lease (or one slot) a call: ${label}`, () => {
     let h: BackendHarness | undefined;
     afterAll(async () => h?.close());
 
