@@ -12,6 +12,7 @@
  * ended with a BackendError and gets the lock after the release; no two leases overlap, and
  * fences increase.
  */
+import slotOf from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { Lease, Locks } from '../../src/index.js';
@@ -37,6 +38,19 @@ const manager = (driver: Driver, settings: { prefix: string; holder?: boolean })
 function fresh(): [string, string] {
   const prefix = uniquePrefix();
   return [prefix, `job-${prefix.slice(0, -1)}`];
+}
+
+/** Two lock names of a prefix of the test's own whose keys share one slot (found by trying). */
+function twoInOneSlot(): [string, [string, string]] {
+  const prefix = uniquePrefix();
+  const seen = new Map<number, string>();
+  for (let i = 0; ; i++) {
+    const name = `pair-${i}`;
+    const slot = slotOf(lockKeys(prefix, name).lock);
+    const other = seen.get(slot);
+    if (other !== undefined) return [prefix, [other, name]];
+    seen.set(slot, name);
+  }
 }
 
 /** Watches a lease: how it ended, if it did, and when release() was called (the end of its hold, for the overlap check). */
@@ -89,6 +103,29 @@ describe.each<Driver>(['ioredis', 'node-redis', 'valkey-glide'])('Redis Cluster 
       await next.release();
     });
   }
+
+  it(`two leases whose locks share the migrating slot, one key moved and one not: their batched renewal is refused (TRYAGAIN), each is renewed alone, and both are held through ${HOLD} ms`, async () => {
+    const [prefix, names] = twoInOneSlot();
+    const keys = names.map((name) => lockKeys(prefix, name));
+    const a = await manager(driver, { prefix });
+    const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: TTL, renew: true })));
+    const seen = leases.map(watch);
+    const migration = await migrating(keys[0]!.lock);
+    try {
+      // The first lock key on the target, the second on the source: a script naming both is refused.
+      expect(await migration.source.call('MIGRATE', migration.target.host, migration.target.port, keys[0]!.lock, 0, 5000)).toBe('OK');
+      await sleep(HOLD);
+      for (const s of seen) expect(s.lost()).toBeUndefined();
+      for (const lease of leases) expect(lease.held).toBe(true);
+      expect(await migration.source.call('GET', keys[1]!.lock)).toBe(leases[1]!.token);
+      await end(migration, 'finish');
+      // Both keys on the target now, each with its lease's token.
+      for (const [i, key] of keys.entries()) expect(await migration.target.call('GET', key.lock)).toBe(leases[i]!.token);
+      await Promise.all(leases.map((lease) => lease.release()));
+    } finally {
+      await closeLeftOpen();
+    }
+  });
 
   // GLIDE retries TRYAGAIN itself until its request timeout and then reports a TimeoutError, an
   // unknown outcome: the waiter counts it as busy and tries again with the same token.
