@@ -3,6 +3,7 @@
  * each once, whether they wait in an interval's lane or in the heap of retries, and a watchdog
  * taken out (stopped) or queued again never comes out twice.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { NOT_QUEUED, RenewalQueue, type Queued } from '../../src/lease/renewal-queue.js';
 
@@ -82,5 +83,72 @@ describe('RenewalQueue', () => {
       q.add(other, true);
     }
     expect(q.earliest()).toBe(50_000);
+  });
+
+  it('a lane that wraps around its ring and then grows keeps its order', () => {
+    const q = new RenewalQueue<Item>();
+    const items = Array.from({ length: 40 }, (_, i) => item(`w${i}`, 0, 100));
+    const stays = item('stays', 150, 100);
+    // Ten in the lane and one behind them; the ten taken and queued again behind it: the ring's
+    // head has moved (the lane never emptied), and its entries wrap around.
+    for (const w of items.slice(0, 10)) {
+      w.due = 100;
+      q.add(w, true);
+    }
+    q.add(stays, true);
+    expect(take(q, 100)).toHaveLength(10);
+    for (const w of items.slice(0, 10)) {
+      w.due = 200;
+      q.add(w, true);
+    }
+    // Thirty more, due later: the ring (16 slots) grows while its head is not at its start.
+    for (const w of items.slice(10)) {
+      w.due = 300;
+      q.add(w, true);
+    }
+    expect(take(q, 200)).toEqual(['stays', ...items.slice(0, 10).map((w) => w.name)]);
+    expect(take(q, 300)).toEqual(items.slice(10).map((w) => w.name));
+    expect(q.earliest()).toBe(Infinity);
+  });
+
+  // Seeded and replayable: LATCHKEY_PROP_SEED=<seed> LATCHKEY_PROP_PATH=<path> npx vitest run test/unit/renewal-queue.test.ts
+  it('against a model: any sequence of adds (lanes and heap), removals and takes gives out exactly what is due, each once', () => {
+    type Op = { kind: 'regular' | 'retry' | 'remove'; who: number; delay: number } | { kind: 'tick'; by: number };
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({ kind: fc.constantFrom('regular' as const, 'retry' as const, 'remove' as const), who: fc.nat(39), delay: fc.nat(30) }),
+      fc.record({ kind: fc.constant('tick' as const), by: fc.nat(25) }),
+    );
+    const seed = process.env.LATCHKEY_PROP_SEED === undefined ? 2211 : Number(process.env.LATCHKEY_PROP_SEED);
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 1, maxLength: 400 }), (ops) => {
+        const q = new RenewalQueue<Item>();
+        // 40 watchdogs on two intervals: lanes wrap around and grow past their first 16 slots.
+        const items = Array.from({ length: 40 }, (_, i) => item(`w${i}`, 0, i % 2 === 0 ? 10 : 20));
+        const model = new Map<Item, number>(); // queued -> due
+        let t = 0;
+        for (const o of ops) {
+          if (o.kind === 'tick') {
+            t += o.by;
+            const out: Item[] = [];
+            q.takeDue(t, () => 0, (w) => out.push(w));
+            const due = [...model].filter(([, at]) => at <= t).map(([w]) => w);
+            expect(new Set(out).size).toBe(out.length);
+            expect(out.map((w) => w.name).sort()).toEqual(due.map((w) => w.name).sort());
+            for (const w of out) model.delete(w);
+          } else if (o.kind === 'remove') {
+            q.remove(items[o.who]!);
+            model.delete(items[o.who]!);
+          } else {
+            const w = items[o.who]!;
+            // A lane's entries are due one interval from now (the clock only goes forward); a retry any time.
+            w.due = o.kind === 'regular' ? t + w.every : t + o.delay;
+            q.add(w, o.kind === 'regular');
+            model.set(w, w.due);
+          }
+          expect(q.earliest()).toBe(model.size === 0 ? Infinity : Math.min(...model.values()));
+        }
+      }),
+      { seed, numRuns: 200, ...(process.env.LATCHKEY_PROP_PATH ? { path: process.env.LATCHKEY_PROP_PATH } : {}) },
+    );
   });
 });
