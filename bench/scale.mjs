@@ -13,16 +13,19 @@
 //       while they wait, the subscriber connections' memory (CLIENT LIST), memory per waiter; then
 //       the keys are released one by one, at most SCALE_RELEASE_RATE a second: per waiter, its
 //       acquire resolved − its key's release called (one monotonic clock for all processes),
-//       p50/p99/max. Beside them, the floor of
-//       notified hand-off (lib/scale-roles.mjs, floorLibrary: the ring's pass-on to a subscribed
-//       waiter, nothing renewed or kept), in the same processes and the same run: a hand-off
-//       latency below it is out of reach on the machine.
+//       p50/p99/max.
+//   Beside them, in the same processes and the same run, the floor (lib/scale-roles.mjs,
+//   floorLibrary): the smallest checked renewal of the same leases at the same rate (an MGET and
+//   a PEXPIRE per lease, 500 a call, every third of the TTL), and the smallest notified hand-off
+//   (the ring's pass-on to a subscribed waiter, nothing kept in a queue): a cost or a latency
+//   below it is out of reach on the machine.
 // Usage: npm run bench (after semaphore.mjs), or node bench/scale.mjs after npm run build.
 // Env: SCALE_LEASES (default 1,10,100,1000,10000,100000), SCALE_WAITERS (default
 // 10,100,1000,10000), SCALE_SECONDS (hold window, default 20), SCALE_WAIT_SECONDS (window while
 // waiting, default min(10, SCALE_SECONDS)), SCALE_ONLY=latchkey|redis-semaphore, SCALE_FLOOR=0
-// (no floor row), SCALE_RELEASE_RATE (releases a second, default 2,000; 0: as fast as it can), SCALE_NODE_ARGS (flags for the roles' node, e.g. --cpu-prof), SCALE_SIGNAL=1
-// (count latchkey's losses on lease.signal), LATCHKEY_DIST, BENCH_CLIENTS=6|5.
+// (no floor rows), SCALE_RELEASE_RATE (releases a second, default 2,000; 0: as fast as it can),
+// SCALE_NODE_ARGS (flags for the roles' node, e.g. --cpu-prof), SCALE_SIGNAL=1 (count latchkey's
+// losses on lease.signal), LATCHKEY_DIST, BENCH_CLIENTS=6|5.
 // Results: bench/results/scale-latest.json and the chart bench/results/scale-chart.svg.
 import { fork } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -302,18 +305,18 @@ async function main() {
     writeFileSync(path.join(path.dirname(here), 'results', 'scale-latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   };
   try {
+    // The floor runs beside them (SCALE_FLOOR=0 leaves it out): lib/scale-roles.mjs, floorLibrary.
+    const withFloor = process.env.SCALE_FLOOR === '0' ? libs : [...libs, 'floor'];
     for (const n of leases) {
-      for (const lib of libs) {
+      for (const lib of withFloor) {
         log(`held leases: ${lib}, ${n.toLocaleString('en-US')} for ${seconds} s`);
         results.held.push(await heldLeases(harness, server, lib, n, seconds).catch((e) => ({ lib, n, error: e.message.split('\n')[0] })));
         save();
       }
     }
     if (results.held.length) console.log(`\n### (a) held leases, renewed (TTL 10 s), ${seconds} s window\n\n${heldTable(results.held)}`);
-    // The floor of notified hand-off runs beside them (SCALE_FLOOR=0 leaves it out).
-    const waiterLibs = process.env.SCALE_FLOOR === '0' ? libs : [...libs, 'floor'];
     for (const n of waiterSizes) {
-      for (const lib of waiterLibs) {
+      for (const lib of withFloor) {
         log(`waiters: ${lib}, ${n.toLocaleString('en-US')} in ${WORKERS} processes`);
         results.waiters.push(await waiters(harness, server, lib, n, waitSeconds).catch((e) => ({ lib, n, error: e.message.split('\n')[0] })));
         save();

@@ -1,11 +1,12 @@
 // The chart of bench/scale.mjs's held leases: cost per lease against the number of leases held,
-// latchkey next to redis-semaphore, four panels on log-log scales: Redis CPU and Node CPU (µs of
+// latchkey next to redis-semaphore and the floor (the smallest checked renewal), four panels on log-log scales: Redis CPU and Node CPU (µs of
 // CPU per second, per lease), Redis commands per second per lease (the commands scripts run
 // included), and script calls (round trips) per second per lease. An SVG string, drawn like
 // bench/chart.mjs's (no dependencies).
 
 const escape = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
-const COLORS = { latchkey: '#1f6feb', 'redis-semaphore': '#8c959f' };
+const COLORS = { latchkey: '#1f6feb', 'redis-semaphore': '#8c959f', floor: '#2da44e' };
+const LABELS = { latchkey: 'latchkey (renew: true)', 'redis-semaphore': 'redis-semaphore Mutex (auto-refresh)', floor: 'floor: smallest checked renewal' };
 const PANEL = { width: 220, height: 210 };
 const MARGIN = { left: 58, top: 78, gap: 48, bottom: 62 };
 
@@ -58,7 +59,7 @@ export function drawScaleChart(results) {
   const meta = results.meta ?? {};
   const clients = meta.clients ? ` · ioredis ${meta.clients.ioredis.version}` : '';
   const legend = Object.entries(COLORS)
-    .map(([lib, color], i) => `<rect x="${MARGIN.left + i * 170}" y="${height - 18}" width="14" height="4" fill="${color}"/><text x="${MARGIN.left + i * 170 + 20}" y="${height - 12}" font-size="11">${escape(lib === 'redis-semaphore' ? 'redis-semaphore Mutex (auto-refresh)' : 'latchkey (renew: true)')}</text>`)
+    .map(([lib, color], i) => `<rect x="${MARGIN.left + i * 170}" y="${height - 18}" width="14" height="4" fill="${color}"/><text x="${MARGIN.left + i * 170 + 20}" y="${height - 12}" font-size="11">${escape(LABELS[lib])}</text>`)
     .join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>

@@ -61,34 +61,64 @@ async function library(name, client, onLost) {
       close: async () => {},
     };
   }
-  if (name === 'floor') return floorLibrary(client);
+  if (name === 'floor') return floorLibrary(client, onLost);
   throw new Error(`unknown library ${name} (latchkey, redis-semaphore or floor)`);
 }
 
 /**
- * The floor of notified hand-off (waiters only): the smallest lock that a release hands to a
- * waiter, as the ring of bench/ring.mjs does. A waiter subscribes to its key's channel on its
- * process's one subscriber connection and tries once (SET NX, which finds the key held); the
- * holder's release checks its token, writes the waiter's and publishes it (the ring's pass-on);
- * the waiter has the lock when the message comes, and releases it (compare and delete). Nothing
- * is renewed (the holder's keys are set for 10 minutes) and nothing keeps a place in a queue.
+ * The floor: the smallest lock that does what latchkey does here, in the same processes.
+ *  - Held leases: SET NX PX with a 40-hex-digit token, renewed every third of the TTL by one
+ *    timer for all of them, 500 a call with the smallest checked renewal (an MGET for the call, a
+ *    PEXPIRE per lease whose key holds its token), pipelined; nothing else per lease.
+ *  - Waiters: the smallest lock that a release hands to a waiter, as the ring of bench/ring.mjs
+ *    does. A waiter subscribes to its key's channel on its process's one subscriber connection
+ *    and tries once (SET NX, which finds the key held); the holder's release checks its token,
+ *    writes the waiter's and publishes it (the ring's pass-on); the waiter has the lock when the
+ *    message comes, and releases it (compare and delete). Nothing keeps a place in a queue.
  */
-async function floorLibrary(client) {
+const RENEW_FLOOR = `local held = redis.call('MGET', unpack(KEYS))
+local lost = 0
+for i = 1, #KEYS do
+  if held[i] == ARGV[i + 1] then redis.call('PEXPIRE', KEYS[i], ARGV[1]) else lost = lost + 1 end
+end
+return lost`;
+
+async function floorLibrary(client, onLost) {
   const { once } = await import('node:events');
+  const { randomBytes } = await import('node:crypto');
   const { PASS_ON } = await import('./ring.mjs');
   const { DELETE_IF_EQUAL } = await import('./smallest-lock.mjs');
   client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
   client.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
+  client.defineCommand('renewFloor', { lua: RENEW_FLOOR }); // the number of keys is the first argument
   const sub = client.duplicate();
   if (sub.status !== 'ready') await once(sub, 'ready');
   const turns = new Map();
   sub.on('message', (channel) => turns.get(channel)?.());
   const lockKey = (key) => `floor:{${key}}`;
   const waiterToken = (key) => `w:${key}`;
+  /** Held keys and their tokens, renewed together every TTL / 3. */
+  const held = new Map();
+  let timer;
+  const renewAll = () => {
+    const keys = [...held.keys()];
+    for (let i = 0; i < keys.length; i += 500) {
+      const chunk = keys.slice(i, i + 500);
+      client.renewFloor(chunk.length, ...chunk, TTL, ...chunk.map((k) => held.get(k))).then(
+        (lost) => {
+          for (let n = 0; n < lost; n++) onLost();
+        },
+        () => {},
+      );
+    }
+  };
   return {
     async hold(key) {
-      await client.set(lockKey(key), `h:${key}`, 'PX', 600_000, 'NX');
-      return { key, token: `h:${key}`, holder: true };
+      const token = randomBytes(20).toString('hex');
+      if ((await client.set(lockKey(key), token, 'PX', TTL, 'NX')) !== 'OK') throw new Error(`floor: ${key} is held`);
+      held.set(lockKey(key), token);
+      timer ??= setInterval(renewAll, TTL / 3);
+      return { key, token, holder: true };
     },
     async wait(key) {
       const channel = `floor:${key}`;
@@ -100,10 +130,17 @@ async function floorLibrary(client) {
       return { key, token: waiterToken(key), holder: false };
     },
     // The holder passes its lock on to the key's waiter; a waiter's release deletes its own.
-    release: (l) => (l.holder ? client.passOn(lockKey(l.key), l.token, waiterToken(l.key), `floor:${l.key}`) : client.deleteIfEqual(lockKey(l.key), l.token)),
-    stillHeld: () => true,
+    release(l) {
+      if (!l.holder) return client.deleteIfEqual(lockKey(l.key), l.token);
+      held.delete(lockKey(l.key));
+      return client.passOn(lockKey(l.key), l.token, waiterToken(l.key), `floor:${l.key}`);
+    },
+    stillHeld: (l) => !l.holder || held.has(lockKey(l.key)),
     lockKey,
-    close: async () => sub.disconnect(),
+    close: async () => {
+      clearInterval(timer);
+      sub.disconnect();
+    },
   };
 }
 
