@@ -95,9 +95,10 @@ export interface KeptEntry {
  * What {@link Backend.keepQueued} found for one waiter: its entry refreshed and its lock held with
  * this remaining TTL in ms (a number above 0, or -1: no expiry); its entry refreshed and the lock
  * `free`; its entry `gone` (dropped, expired, passed over, or taken out by a release that granted
- * it the lock): it must attempt (to rejoin, or to take its lease).
+ * it the lock): it must attempt (to rejoin, or to take its lease); `unknown`: the call that
+ * carried it failed (on a Cluster, one slot's call among several): it must attempt.
  */
-export type KeepReply = number | 'free' | 'gone';
+export type KeepReply = number | 'free' | 'gone' | 'unknown';
 
 /** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
 export interface HandOff {
@@ -176,18 +177,18 @@ export interface Backend {
    *
    * One Redis (redis-backend.ts): extend-many.lua, at most {@link MAX_BATCH} leases of one TTL a
    * call, the calls pipelined. A Cluster client: one such call per slot (a script's keys must
-   * share one; see cluster-renewals.ts). Undefined with replica acknowledgement (each extend
+   * share one; see cluster-batches.ts). Undefined with replica acknowledgement (each extend
    * waits for its replicas). The memory
    * backend implements it; Redlock and compat mode do not. Where it is missing or undefined,
    * leases are extended one a call, still on the manager's one renewal timer.
    */
   extendMany?(items: readonly ExtendItem[]): Promise<ExtendManyReply | undefined>;
   /**
-   * Optional (one Redis, not a Cluster client): for waiters of one manager queued for locks (not
+   * Optional (one Redis or a Cluster client): for waiters of one manager queued for locks (not
    * semaphores) and asleep, refreshes each one's queue entry for `entryTtl` ms, as an attempt that
    * found the lock busy would, and reports its lock's state; one script call (keep-queued.lua) per
-   * batch. Never queues a waiter that is not queued. Resolves to `undefined` when it cannot be
-   * done here (a Cluster client): its waiters then re-check one by one.
+   * batch, on a Cluster per slot of the batch. Never queues a waiter that is not queued. Resolves
+   * to `undefined` when it cannot be done here: its waiters then re-check one by one.
    */
   keepQueued?(waiters: readonly KeptEntry[], entryTtl: number): Promise<readonly KeepReply[] | undefined>;
   /** Takes a waiter out of the wait queue; true when a release had granted it the lock (the caller must release it). */

@@ -27,7 +27,7 @@ import {
 import { FENCE_RETENTION, type HandOff, type KeepReply, type AcquireReply, type MultiAcquireReply, type Backend, type OwnershipReply, type QueueEntry, type ReleaseReply } from './backend.js';
 import { leaveOrFallBack, releaseOnKey, releasePermitsOnKey, releaseOrFallBack } from './cluster-migration.js';
 import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy.js';
-import { extendManyBySlot } from './cluster-renewals.js';
+import { extendManyBySlot, keepQueuedBySlot } from './cluster-batches.js';
 import { extendManyOn } from './extend-many.js';
 import { LateAcquires } from './late-acquires.js';
 import { readFenced, writeFenced } from './fenced-resource.js';
@@ -312,8 +312,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     keepQueued(waiters, entryTtl) {
       const run = (client: ScriptClient): Promise<KeepReply[] | undefined> => {
-        // A Cluster's batch would need one call per slot: its waiters re-check one by one.
-        if (client.cluster) return Promise.resolve(undefined);
+        if (client.cluster) return keepQueuedBySlot(client, waiters, entryTtl);
         const call = keepQueuedCall(waiters, entryTtl);
         return runScript(client, keepQueuedScript, call.keys, call.args, (reply) => keepReplies(reply, waiters.length));
       };

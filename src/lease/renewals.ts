@@ -18,7 +18,7 @@
  *
  * Backends without `extendMany` (Redlock, compat mode), a replica-acknowledged client (its
  * `extendMany` resolves to undefined) and semaphore permits are renewed one lease a call, on the
- * same timer. A Cluster client batches per slot (see cluster-renewals.ts).
+ * same timer. A Cluster client batches per slot (see cluster-batches.ts).
  */
 import { MAX_BATCH, type Backend, type ExtendManyReply } from '../backend/backend.js';
 import { now } from '../clock.js';

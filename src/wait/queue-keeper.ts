@@ -62,11 +62,12 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
  * on until the holder's TTL it reports runs out (then it attempts, as before: a crashed holder),
  * a grant in its inbox, or its own deadline or stop.
  *
+ * On a Redis Cluster client a batch is one call per slot of its waiters (see cluster-batches.ts).
  * Where it does not apply, waiters re-check one by one every `recheck` ms as before: a backend
  * without `keepQueued` (the in-memory store, which has no round trips; Redlock; compat mode) or
- * one that declines (a Redis Cluster client: a batch would need one call per slot), semaphores
- * and what is built on them (fair locks, read-write locks), the `backoff` strategy, and a
- * manager whose inbox does not listen (then no grant can reach its waiters).
+ * one that declines, semaphores and what is built on them (fair locks, read-write locks), the
+ * `backoff` strategy, and a manager whose inbox does not listen (then no grant can reach its
+ * waiters).
  */
 export class QueueKeeper {
   readonly #backend: Backend;

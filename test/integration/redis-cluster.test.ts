@@ -8,7 +8,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Lease, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { extendManyScript, extendScript } from '../../src/lua/scripts.generated.js';
+import { acquireScript, extendManyScript, extendScript, keepQueuedScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 
@@ -37,6 +37,35 @@ async function namesByMaster(prefix: string, count: number): Promise<Map<Cluster
     byMaster.set(master, [...(byMaster.get(master) ?? []), name]);
   }
   return byMaster;
+}
+
+/** `count` lock names of `prefix` whose keys fall in one slot (each name is its key's hash tag: found by trying). */
+function inOneSlot(prefix: string, count: number): string[] {
+  const bySlot = new Map<number, string[]>();
+  for (let i = 0; ; i++) {
+    const name = `n${i}`;
+    const slot = slotOf(lockKeys(prefix, name).lock);
+    const same = [...(bySlot.get(slot) ?? []), name];
+    bySlot.set(slot, same);
+    if (same.length === count) return same;
+  }
+}
+
+/** The scripts a master runs from now on, as `<name>/<number of keys>` (MONITOR on a connection of the test's own). */
+async function scriptsRunOn(master: ClusterNode): Promise<string[]> {
+  const names = new Map([
+    [extendManyScript.sha, 'extendMany'],
+    [extendScript.sha, 'extend'],
+    [keepQueuedScript.sha, 'keep'],
+    [acquireScript.sha, 'acquire'],
+  ]);
+  const monitor = new Redis(master.port, '127.0.0.1');
+  cleanup.push(async () => monitor.disconnect());
+  const calls: string[] = [];
+  (await monitor.monitor()).on('monitor', (_time: string, args: string[]) => {
+    if (args[0]?.toLowerCase() === 'evalsha') calls.push(`${names.get(args[1]!) ?? 'other'}/${args[2]}`);
+  });
+  return calls;
 }
 
 describe('Redis Cluster', () => {
@@ -78,30 +107,14 @@ describe('Redis Cluster', () => {
 
   it('renews the leases whose locks share a slot in one call per round; a lease whose key is gone among them is lost alone', async () => {
     const prefix = uniquePrefix();
-    // Four lock names whose keys fall in one slot (each name is its key's hash tag: found by trying).
-    const bySlot = new Map<number, string[]>();
-    let names: string[] | undefined;
-    for (let i = 0; !names; i++) {
-      const name = `n${i}`;
-      const slot = slotOf(lockKeys(prefix, name).lock);
-      const same = [...(bySlot.get(slot) ?? []), name];
-      bySlot.set(slot, same);
-      if (same.length === 4) names = same;
-    }
+    const names = inOneSlot(prefix, 4);
     const master = await cluster.masterForKey(lockKeys(prefix, names[0]!).lock);
-    const monitor = new Redis(master.port, '127.0.0.1');
-    cleanup.push(async () => monitor.disconnect());
-    const calls: string[] = [];
-    (await monitor.monitor()).on('monitor', (_time: string, args: string[]) => {
-      if (args[0]?.toLowerCase() !== 'evalsha') return;
-      if (args[1] === extendManyScript.sha) calls.push(`extendMany/${args[2]}`);
-      if (args[1] === extendScript.sha) calls.push('extend');
-    });
+    const calls = await scriptsRunOn(master);
     let renewed = 0;
     const a = manager({ prefix, hooks: { renewed: () => renewed++ } });
     const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 3000, renew: { every: 100 } })));
     await expect.poll(() => calls.filter((c) => c === 'extendMany/4').length, { timeout: 5000, interval: 20 }).toBeGreaterThanOrEqual(3);
-    expect(calls.filter((c) => c === 'extend')).toEqual([]);
+    expect(calls.filter((c) => c.startsWith('extend/'))).toEqual([]);
     // One key deleted between two rounds: that lease alone is lost, the other three stay held and renewed.
     await master.call('DEL', lockKeys(prefix, names[0]!).lock);
     await expect.poll(() => leases[0]!.state, { timeout: 5000, interval: 10 }).toBe('lost');
@@ -111,6 +124,26 @@ describe('Redis Cluster', () => {
     expect(calls.at(-1)).toBe('extendMany/3');
     for (const lease of leases.slice(1)) expect(lease.state).toBe('held');
     await Promise.all(leases.slice(1).map((lease) => lease.release()));
+  });
+
+  it('keeps waiters on locks that share a slot queued with one call per recheck, and no attempt of their own; the releases grant them the locks', async () => {
+    const prefix = uniquePrefix();
+    const names = inOneSlot(prefix, 3);
+    const master = await cluster.masterForKey(lockKeys(prefix, names[0]!).lock);
+    const [a, b] = [manager({ prefix }), manager({ prefix, recheck: 200 })];
+    const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 30_000 })));
+    const waits = names.map((name) => b.acquire(name, { wait: 20_000 }));
+    for (const name of names) {
+      await expect.poll(() => master.call('ZCARD', lockKeys(prefix, name).queue), { timeout: 5000, interval: 20 }).toBe(1);
+    }
+    const calls = await scriptsRunOn(master);
+    await expect.poll(() => calls.filter((c) => c === `keep/${3 * 3}`).length, { timeout: 5000, interval: 20 }).toBeGreaterThanOrEqual(3);
+    expect(calls.filter((c) => c.startsWith('acquire/'))).toEqual([]);
+    expect(calls.filter((c) => c.startsWith('keep/') && c !== `keep/${3 * 3}`)).toEqual([]);
+    await Promise.all(leases.map((lease) => lease.release()));
+    const won = await Promise.all(waits);
+    for (const [i, lease] of won.entries()) expect(lease.fence).toBeGreaterThan(leases[i]!.fence);
+    await Promise.all(won.map((lease) => lease.release()));
   });
 
   it('keeps renewed leases and serves waiters across a failover of one master', async () => {

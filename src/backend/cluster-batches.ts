@@ -1,10 +1,12 @@
 /**
- * Batched renewals on a Redis Cluster client: a script's keys must share a slot, so the leases are
- * grouped by their lock key's slot and each group is one extend-many.lua call (at most
- * {@link MAX_BATCH} leases), the calls pipelined to their masters by the client. Lock names are
- * their keys' hash tags, so leases share a slot by chance: a handful among 16,384 slots, many at
- * 100,000 leases (about 6 each), where the calls a round fall from one per lease to one per slot.
+ * Batches on a Redis Cluster client: a script's keys must share a slot, so the leases of a batch
+ * of renewals, or the waiters of a batch of the queue keeper's, are grouped by their lock key's
+ * slot, one script call per slot, the calls pipelined to their masters by the client. Lock names
+ * are their keys' hash tags, so locks share a slot by chance: a handful among 16,384 slots, many
+ * at 100,000 leases (about 6 each), where the calls a round fall from one per lease to one per
+ * slot.
  *
+ * Renewals: one extend-many.lua call per slot (at most {@link MAX_BATCH} leases).
  * While a slot migrates, a call on several of its keys is refused (TRYAGAIN: see
  * cluster-migration.ts), and ioredis retries it for about 1.6 s before it says so, more than a
  * short lease may have left. A group that is refused, or not answered within
@@ -17,11 +19,14 @@ import slotOf from 'cluster-key-slot';
 import { isSlotRefusal, type ScriptClient } from '../client/script-client.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
-import type { ExtendItem, ExtendManyReply, OwnershipReply } from './backend.js';
+import { runScript } from '../lua/run-script.js';
+import { keepQueuedScript } from '../lua/scripts.generated.js';
+import type { ExtendItem, ExtendManyReply, KeepReply, KeptEntry, OwnershipReply } from './backend.js';
 import { FALLBACK_AFTER } from './cluster-migration.js';
 import { extendManyOn } from './extend-many.js';
+import { keepQueuedCall, keepReplies } from './redis-calls.js';
 
-/** The groups' fallback deadlines, on one timer. */
+/** The groups' deadlines (a renewal's fallback, a keeper's call given up), on one timer. */
 const fallbacks = new Deadlines();
 
 const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
@@ -32,6 +37,39 @@ const asError = (error: unknown): Error => (error instanceof Error ? error : new
  * that failed gives each of its leases the error (each is retried by the watchdog's rules).
  */
 export async function extendManyBySlot(client: ScriptClient, items: readonly ExtendItem[], alone: (item: ExtendItem) => Promise<OwnershipReply>): Promise<ExtendManyReply> {
+  return perSlot(items, (group) => groupOrAlone(client, group, alone));
+}
+
+/**
+ * The queue keeper's batch on a Cluster client: one keep-queued.lua call per slot. A call that
+ * fails (a slot that migrates: TRYAGAIN; a node down) or is not answered within
+ * {@link FALLBACK_AFTER} ms answers `unknown` for its waiters, who then look for themselves, as
+ * after any failed batch; the other slots' waiters are kept, and the keeper's next batch is not
+ * held back by one slow node.
+ */
+export function keepQueuedBySlot(client: ScriptClient, waiters: readonly KeptEntry[], entryTtl: number): Promise<KeepReply[]> {
+  return perSlot(
+    waiters,
+    (group) =>
+      new Promise<KeepReply[]>((resolve) => {
+        let done = false;
+        const settle = (replies: KeepReply[]): void => {
+          if (done) return;
+          done = true;
+          fallbacks.delete(deadline);
+          resolve(replies);
+        };
+        const unknown = (): void => settle(group.map((): KeepReply => 'unknown'));
+        const deadline: Deadline = { at: now() + FALLBACK_AFTER, expire: unknown };
+        fallbacks.watch(deadline);
+        const call = keepQueuedCall(group, entryTtl);
+        runScript(client, keepQueuedScript, call.keys, call.args, (reply) => keepReplies(reply, group.length)).then(settle, unknown);
+      }),
+  );
+}
+
+/** `items` grouped by their lock key's slot, `run` once per group (together), the replies put back in order. */
+async function perSlot<I extends { readonly keys: { readonly lock: string } }, R>(items: readonly I[], run: (group: I[]) => Promise<readonly R[]>): Promise<R[]> {
   const groups = new Map<number, number[]>();
   items.forEach((item, i) => {
     const slot = slotOf(item.keys.lock);
@@ -39,10 +77,10 @@ export async function extendManyBySlot(client: ScriptClient, items: readonly Ext
     if (group) group.push(i);
     else groups.set(slot, [i]);
   });
-  const replies = new Array<OwnershipReply | Error>(items.length);
+  const replies = new Array<R>(items.length);
   await Promise.all(
     [...groups.values()].map((indices) =>
-      groupOrAlone(client, indices.map((i) => items[i]!), alone).then((got) => indices.forEach((i, j) => (replies[i] = got[j]!))),
+      run(indices.map((i) => items[i]!)).then((got) => indices.forEach((i, j) => (replies[i] = got[j]!))),
     ),
   );
   return replies;
