@@ -9,7 +9,9 @@
  * default) and then fails "Too many Cluster redirections"; node-redis fails at once.
  *
  * What latchkey does about it:
- *  - a renewal names the lock key alone (extend.lua);
+ *  - a renewal names the lock key alone (extend.lua), or, batched, the lock keys of one slot
+ *    (extend-many.lua), which a migration that moved some of them refuses: such a batch is also
+ *    sent one lease a call (cluster-batches.ts);
  *  - a release that is refused, or not answered within {@link FALLBACK_AFTER} ms, also frees the
  *    lock on its key alone (release-key.lua) and tells the queued waiters to look again
  *    (wake-queue.lua), both scripts on one key: {@link releaseOrFallBack};
