@@ -30,7 +30,13 @@ interface WorkerConfig {
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as WorkerConfig;
-const wallClock = (): number => performance.timeOrigin + performance.now();
+/**
+ * One timeline for every process: CLOCK_MONOTONIC (process.hrtime), which the system shares, in
+ * ms. Not performance.timeOrigin + performance.now(): each process fixes its timeOrigin against the
+ * wall clock when it starts, and a wall clock being slewed (NTP, a VM) puts the processes' origins
+ * a millisecond or two apart: holds that did not overlap looked as if they had (seen in CI).
+ */
+const sharedClock = (): number => Number(process.hrtime.bigint()) / 1e6;
 const redis = new Redis(config.port, '127.0.0.1');
 const intervals: Array<[number, number]> = [];
 let maxInside = 0;
@@ -38,13 +44,13 @@ let lost = 0;
 
 /** The protected work: a read-modify-write that loses updates if two holders overlap. */
 async function critical(): Promise<void> {
-  const start = wallClock();
+  const start = sharedClock();
   maxInside = Math.max(maxInside, await redis.incr(config.inside));
   const read = Number((await redis.get(config.counter)) ?? '0');
   await new Promise((r) => setTimeout(r, config.workMs)); // the work inside the lock
   await redis.set(config.counter, String(read + 1));
   await redis.decr(config.inside);
-  intervals.push([start, wallClock()]);
+  intervals.push([start, sharedClock()]);
 }
 
 const stdin = createInterface({ input: process.stdin });

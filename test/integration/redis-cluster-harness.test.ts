@@ -116,9 +116,12 @@ describe('RedisCluster harness: 3 masters with 1 replica each', () => {
     const results = await Promise.all(
       channels.map((channel) => within(plain.ssubscribe(channel).catch((error: unknown) => (/MOVED|redirections/.test(String(error)) ? 'moved' : error)), 500)),
     );
-    const others = results.map(String).sort().slice(1);
-    expect(results.map(String).sort()[0]).toBe('1');
-    expect(others.every((r) => r === 'timedOut' || r === 'moved'), others.join(', ')).toBe(true);
+    // How many of the shards subscribe depends on where ioredis's one subscriber connection is
+    // and whether it moves after a MOVED (ioredis's own business: once, in CI, two of three did);
+    // what matters here is that not every shard's channel can be subscribed to.
+    const outcomes = results.map(String);
+    expect(outcomes.every((r) => r === '1' || r === 'timedOut' || r === 'moved'), outcomes.join(', ')).toBe(true);
+    expect(outcomes.filter((r) => r !== '1').length, outcomes.join(', ')).toBeGreaterThanOrEqual(1);
   });
 
   it('a Lua script on {x} may SPUBLISH to {x}:chan (Redis 7.0); the reply counts subscribers on that node only', async () => {
