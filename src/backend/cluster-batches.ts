@@ -23,7 +23,7 @@ import { runScript } from '../lua/run-script.js';
 import { keepQueuedScript } from '../lua/scripts.generated.js';
 import type { ExtendItem, ExtendManyReply, KeepReply, KeptEntry, OwnershipReply } from './backend.js';
 import { FALLBACK_AFTER } from './cluster-migration.js';
-import { extendManyOn } from './extend-many.js';
+import { extendManyOn, indicesBy } from './extend-many.js';
 import { keepQueuedCall, keepReplies } from './redis-calls.js';
 
 /** The groups' deadlines (a renewal's fallback, a keeper's call given up), on one timer. */
@@ -70,16 +70,9 @@ export function keepQueuedBySlot(client: ScriptClient, waiters: readonly KeptEnt
 
 /** `items` grouped by their lock key's slot, `run` once per group (together), the replies put back in order. */
 async function perSlot<I extends { readonly keys: { readonly lock: string } }, R>(items: readonly I[], run: (group: I[]) => Promise<readonly R[]>): Promise<R[]> {
-  const groups = new Map<number, number[]>();
-  items.forEach((item, i) => {
-    const slot = slotOf(item.keys.lock);
-    const group = groups.get(slot);
-    if (group) group.push(i);
-    else groups.set(slot, [i]);
-  });
   const replies = new Array<R>(items.length);
   await Promise.all(
-    [...groups.values()].map((indices) =>
+    [...indicesBy(items, (item) => slotOf(item.keys.lock))].map((indices) =>
       run(indices.map((i) => items[i]!)).then((got) => indices.forEach((i, j) => (replies[i] = got[j]!))),
     ),
   );

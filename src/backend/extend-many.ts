@@ -1,8 +1,8 @@
 /**
  * The batched renewal on one Redis: extend-many.lua, {@link MAX_BATCH} leases of one TTL (and one
  * token length) a call at most, the calls pipelined on the client's connection. Kept apart from
- * redis-backend.ts, which only decides when it applies (not on a Cluster client, not with replica
- * acknowledgement).
+ * redis-backend.ts, which only decides when it applies (per slot on a Cluster client: see
+ * cluster-batches.ts; not with replica acknowledgement).
  */
 import type { ScriptClient } from '../client/script-client.js';
 import { BackendError, WrongTypeError } from '../errors.js';
@@ -63,16 +63,9 @@ function alike(items: readonly ExtendItem[]): boolean {
  */
 export async function extendManyOn(client: ScriptClient, items: readonly ExtendItem[]): Promise<ExtendManyReply> {
   if (items.length <= MAX_BATCH && alike(items)) return extendChunk(client, items);
-  const groups = new Map<string, number[]>();
-  items.forEach((item, i) => {
-    const group = `${item.ttl}/${item.token.length}`;
-    const same = groups.get(group);
-    if (same) same.push(i);
-    else groups.set(group, [i]);
-  });
   const calls: Promise<void>[] = [];
   const replies: (OwnershipReply | Error)[] = new Array<OwnershipReply | Error>(items.length);
-  for (const indices of groups.values()) {
+  for (const indices of indicesBy(items, (item) => `${item.ttl}/${item.token.length}`)) {
     for (let start = 0; start < indices.length; start += MAX_BATCH) {
       const part = indices.slice(start, start + MAX_BATCH);
       calls.push(extendChunk(client, part.map((i) => items[i]!)).then((got) => part.forEach((i, j) => (replies[i] = got[j]!))));
@@ -80,4 +73,16 @@ export async function extendManyOn(client: ScriptClient, items: readonly ExtendI
   }
   await Promise.all(calls);
   return replies;
+}
+
+/** The indices of `items`, grouped by `keyOf`, each group in order (the groups in order of first appearance). */
+export function indicesBy<I, K>(items: readonly I[], keyOf: (item: I) => K): IterableIterator<number[]> {
+  const groups = new Map<K, number[]>();
+  items.forEach((item, i) => {
+    const key = keyOf(item);
+    const group = groups.get(key);
+    if (group) group.push(i);
+    else groups.set(key, [i]);
+  });
+  return groups.values();
 }
