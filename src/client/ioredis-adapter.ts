@@ -1,5 +1,6 @@
 import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
 import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
+import { scriptSender } from './ioredis-commands.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
@@ -30,6 +31,8 @@ export interface IoredisLike {
   refreshSlotsCache?(callback?: (error?: Error | null) => void): void;
   /** Its options (a `Cluster`'s redirection settings: see {@link clusterLateSends}). */
   options?: object;
+  /** Sends a built command (see ioredis-commands.ts). */
+  sendCommand?(command: never): Promise<unknown>;
 }
 
 /** What one resend of an ioredis Cluster costs besides its delay: a round trip to a live node, generously, ms. */
@@ -72,22 +75,23 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
         const s = client.stream;
         return client.status === 'ready' && typeof s?.cork === 'function' && typeof s.uncork === 'function' ? (s as CorkableStream) : undefined;
       });
+  const send = scriptSender(client);
   return {
     driver: 'ioredis',
     cluster,
     // One Redis: a command that timed out still runs ahead of those sent after it (one connection,
     // in order, also when ioredis re-sends its unanswered commands after a reconnect).
     lateSends: cluster ? clusterLateSends(client.options) : 0,
-    // The keys and arguments go as the arrays they are: ioredis flattens them into its command
-    // anyway, and a spread here would build one more array per command. The client never writes
-    // to them, so a Redlock passes the same arrays to every node.
+    // The command is built with its flat argument list (ioredis-commands.ts), or the keys and
+    // arguments go as the arrays they are (ioredis flattens them). The client never writes to
+    // them, so a Redlock passes the same arrays to every node.
     evalsha: (sha, keys, args) => {
       coalesce();
-      return client.evalsha(sha, keys.length, keys, args);
+      return send ? send('evalsha', sha, keys, args) : client.evalsha(sha, keys.length, keys, args);
     },
     eval: (source, keys, args) => {
       coalesce();
-      return client.eval(source, keys.length, keys, args);
+      return send ? send('eval', source, keys, args) : client.eval(source, keys.length, keys, args);
     },
     waitReplicas: async (replicas, timeout) => Number(await client.call('WAIT', String(replicas), String(timeout))),
     ...(cluster ? {} : { scriptLoad: (source: string) => client.call('SCRIPT', 'LOAD', source) }),
