@@ -34,7 +34,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
+import { DELETE_IF_EQUAL, SET_AND_CLOCK_FENCE, SET_AND_FENCE } from './lib/smallest-lock.mjs';
 
 const here = fileURLToPath(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS || 3);
@@ -98,9 +98,9 @@ async function lockLoop(contender, port) {
       };
     }
     client.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
-    client.defineCommand('setIfFreeAndFence', { numberOfKeys: 2, lua: SET_AND_FENCE });
+    client.defineCommand('setIfFreeAndFence', { numberOfKeys: 2, lua: contender.startsWith('smallest-clock-fenced') ? SET_AND_CLOCK_FENCE : SET_AND_FENCE });
     const beforeSend = contender.endsWith('-coalesced') ? coalescer(client) : () => {};
-    const fenced = contender.startsWith('smallest-fenced');
+    const fenced = contender.startsWith('smallest-fenced') || contender.startsWith('smallest-clock-fenced');
     return {
       pair: async (key) => {
         const token = nextToken();
@@ -180,7 +180,7 @@ if (process.argv[2] === '--pass') {
   await loop.close();
 } else {
   const names = process.argv.slice(2);
-  const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced', 'latchkey-scripts']);
+  const named = new Set(['redis-semaphore', 'smallest', 'smallest-coalesced', 'smallest-fenced', 'smallest-fenced-coalesced', 'smallest-clock-fenced', 'smallest-clock-fenced-coalesced', 'latchkey-scripts']);
   if (names.length < 2) throw new Error(`usage: node bench/ab.mjs <contender> <contender> [...], a contender: a build's dist/index.js or one of ${[...named].join(', ')}`);
   const contenders = names.map((p) => (named.has(p) || p.startsWith('peer:') ? p : pathToFileURL(path.resolve(p)).href));
   console.log(clientsLine(['ioredis']));
