@@ -5,7 +5,8 @@
 //   one node    2 x PING; the smallest correct lock on Redis 7.0 (SET NX PX with a random token,
 //               then a compare-and-delete script: Redis 7.0 has no single command for it); the
 //               same with its SET NX PX run by a one-line script (what one script call costs);
-//               latchkey
+//               the smallest lock with latchkey's fence guarantee (SET NX PX, then a fence of
+//               max(server TIME in µs, last + 1) in one script: lib/smallest-lock.mjs); latchkey
 //   five nodes  the same over five masters, each operation sent to all five and done when three
 //               answered (a majority): 2 x PING, the smallest lock, latchkey's redlock
 // Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
@@ -17,7 +18,7 @@ import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { DELETE_IF_EQUAL, SET_IF_FREE } from './lib/smallest-lock.mjs';
+import { DELETE_IF_EQUAL, SET_AND_CLOCK_FENCE, SET_IF_FREE } from './lib/smallest-lock.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 6);
@@ -34,6 +35,7 @@ try {
   for (const c of clients) {
     c.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
     c.defineCommand('setIfFree', { numberOfKeys: 1, lua: SET_IF_FREE });
+    c.defineCommand('setIfFreeAndClockFence', { numberOfKeys: 2, lua: SET_AND_CLOCK_FENCE });
   }
   const single = createLocks({ redis: clients[0], prefix: 'floor1:' });
   const redlock = createLocks({ redlock: clients, prefix: 'floor5:' });
@@ -44,9 +46,11 @@ try {
       let done = 0;
       for (const p of promises) p.then(() => ++done === n && resolve(), reject);
     });
-  const minimalLock = async (nodes, key, scripted = false) => {
+  /** `how`: undefined (SET NX PX), 'scripted' (the same in a script) or 'clock-fenced' (with latchkey's fence). */
+  const minimalLock = async (nodes, key, how) => {
     const token = randomBytes(16).toString('hex');
-    const set = (c) => (scripted ? c.setIfFree(key, token, TTL) : c.set(key, token, 'PX', TTL, 'NX'));
+    const set = (c) =>
+      how === 'scripted' ? c.setIfFree(key, token, TTL) : how === 'clock-fenced' ? c.setIfFreeAndClockFence(key, `${key}:fence`, token, TTL) : c.set(key, token, 'PX', TTL, 'NX');
     await majority(nodes.map(set), Math.floor(nodes.length / 2) + 1);
     await majority(nodes.map((c) => c.deleteIfEqual(key, token)), Math.floor(nodes.length / 2) + 1);
   };
@@ -57,11 +61,13 @@ try {
   const contenders = {
     '1 node: 2 x PING': () => twoPings(clients.slice(0, 1)),
     '1 node: smallest lock': () => minimalLock(clients.slice(0, 1), 'floor1:min'),
-    '1 node: smallest lock, SET NX in a script': () => minimalLock(clients.slice(0, 1), 'floor1:min', true),
+    '1 node: smallest lock, SET NX in a script': () => minimalLock(clients.slice(0, 1), 'floor1:min', 'scripted'),
+    '1 node: smallest lock with a clock fence': () => minimalLock(clients.slice(0, 1), 'floor1:min', 'clock-fenced'),
     '1 node: latchkey': async () => (await single.acquire('k', { ttl: TTL })).release(),
     '5 nodes: 2 x PING': () => twoPings(clients),
     '5 nodes: smallest lock': () => minimalLock(clients, 'floor5:min'),
-    '5 nodes: smallest lock, SET NX in a script': () => minimalLock(clients, 'floor5:min', true),
+    '5 nodes: smallest lock, SET NX in a script': () => minimalLock(clients, 'floor5:min', 'scripted'),
+    '5 nodes: smallest lock with a clock fence': () => minimalLock(clients, 'floor5:min', 'clock-fenced'),
     '5 nodes: latchkey': async () => (await redlock.acquire('k', { ttl: TTL })).release(),
   };
   const samples = Object.fromEntries(Object.keys(contenders).map((name) => [name, []]));
