@@ -5,6 +5,11 @@
 // retry. Releasing is one script call that checks the holder's token, writes the next holder's
 // and publishes to the next process's channel; the next process holds the lock when that message
 // arrives. Nothing can be left out and still be a lock that passes between processes.
+// Beside it, `queue`: the smallest fair lock that passes between processes (lib/ring.mjs: SET NX
+// PX or join a FIFO list; a release pops the next waiter, gives it the lock and publishes to it).
+// A process that wants the lock again after its release joins the list, one round trip while
+// another process's wake-up is under way: what any first-come-first-served lock pays here, and
+// the ring does not (its order is fixed in advance).
 //
 // Next to it, in the same run (passes alternating, PASSES each, default 2), the same loop with
 // latchkey and the peers through their bench adapters (RING_WITH, default: every library's
@@ -20,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { joinRing, runWorkers } from './lib/ring.mjs';
+import { joinQueue, joinRing, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
@@ -58,6 +63,21 @@ if (process.argv[2] === '--worker') {
     })();
     // Process 0 starts the ring once every process listens (the parent says so).
     if (i === 0) process.once('message', () => void ring.start());
+  } else if (kind === 'queue') {
+    const queue = await joinQueue(client, i);
+    process.send({ ready: true });
+    await new Promise((resolve) => process.once('message', resolve));
+    done = (async () => {
+      while (now() < Number(endAt)) {
+        await queue.acquire();
+        const acquiredAt = now();
+        spin(HOLD_MS);
+        const releaseAt = now();
+        records.push([acquiredAt, releaseAt]);
+        await queue.release();
+      }
+      queue.leave();
+    })();
   } else {
     // "<adapter>/<variant>@<path to a build's index.js>": latchkey from another build (to compare builds).
     const [spec, dist] = kind.split('@');
@@ -94,7 +114,7 @@ if (process.argv[2] === '--worker') {
   console.log(clientsLine(used));
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
-  const results = Object.fromEntries(['ring', ...RING_WITH].map((kind) => [kind, []]));
+  const results = Object.fromEntries(['ring', 'queue', ...RING_WITH].map((kind) => [kind, []]));
   try {
     for (let pass = 0; pass < PASSES; pass++) {
       for (const kind of Object.keys(results)) {
@@ -131,7 +151,7 @@ if (process.argv[2] === '--worker') {
   console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | hand-off p50 ms | hand-off p99 ms | same holder again |`);
   console.log('| --- | --: | --: | --: | --: |');
   for (const [kind, rows] of Object.entries(results)) {
-    const label = kind === 'ring' ? 'ring: the smallest lock passed between processes' : kind;
+    const label = kind === 'ring' ? 'ring: the smallest lock passed between processes' : kind === 'queue' ? 'queue: the smallest fair lock passed between processes' : kind;
     const m = (f) => median(rows.map(f));
     console.log(`| ${label} | ${m((r) => r.acqPerSecond).toFixed(0)} | ${m((r) => r.p50).toFixed(3)} | ${m((r) => r.p99).toFixed(3)} | ${(100 * m((r) => r.same)).toFixed(0)} % |`);
   }

@@ -49,3 +49,48 @@ export async function runWorkers(script, processes, args) {
   for (const w of workers) w.send('go');
   return Promise.all(finished);
 }
+
+/**
+ * The smallest fair lock that hands over between processes (bench/ring.mjs's `queue` row): one
+ * FIFO list of waiters, tokens that are the processes' numbers, no expiry of queue entries, no
+ * fence. Acquire: SET NX PX, or join the list (RPUSH). Release: pop the next waiter, give it the
+ * lock and tell it (PUBLISH), or free the lock. What a notified first-come-first-served lock does
+ * at the least: a process that wants the lock again after releasing it joins the queue, one
+ * round trip, where the ring's fixed order needs none.
+ */
+export const QUEUE_ACQUIRE =
+  "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 10000) then return 1 end redis.call('RPUSH', KEYS[2], ARGV[1]) return 0";
+export const QUEUE_RELEASE =
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end local next = redis.call('LPOP', KEYS[2]) if next then redis.call('SET', KEYS[1], next, 'PX', 10000) redis.call('PUBLISH', ARGV[2] .. next, next) return 2 end redis.call('DEL', KEYS[1]) return 1";
+
+/**
+ * Joins the queue lock as process `i` on the ioredis `client`: `acquire()` resolves once this
+ * process holds the lock (at once, or when a release passes it on), `release()` passes it on,
+ * `leave()` closes the subscriber.
+ */
+export async function joinQueue(client, i) {
+  const sub = client.duplicate();
+  client.defineCommand('queueAcquire', { numberOfKeys: 2, lua: QUEUE_ACQUIRE });
+  client.defineCommand('queueRelease', { numberOfKeys: 2, lua: QUEUE_RELEASE });
+  await client.ping();
+  if (sub.status !== 'ready') await once(sub, 'ready');
+  // A grant may arrive before the reply that queued this process (two connections).
+  let granted = false;
+  let resolveGrant;
+  sub.on('message', () => {
+    granted = true;
+    resolveGrant?.();
+  });
+  await sub.subscribe(`queue:${i}`);
+  const me = String(i);
+  return {
+    acquire: async () => {
+      if ((await client.queueAcquire('queue', 'queue:waiting', me)) === 1) return;
+      if (!granted) await new Promise((resolve) => (resolveGrant = resolve));
+      granted = false;
+      resolveGrant = undefined;
+    },
+    release: () => client.queueRelease('queue', 'queue:waiting', me, 'queue:'),
+    leave: () => sub.disconnect(),
+  };
+}

@@ -56,6 +56,8 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
   joined = false;
   /** True while it holds one interest in the inbox's grants for this lock. */
   inboxJoined = false;
+  /** True once the inbox hears grants and wake-ups for it (from its first attempt that may queue): the exit takes it out. */
+  heard = false;
   /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
   queuedRemotely = false;
   jitter = false;
@@ -170,7 +172,10 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
     const queues = listening || (this.strategy === 'notify' && this.queuedRemotely);
     // Heard by the inbox from its first attempt that may queue (a grant or a wake-up can only
     // follow one) until the exit.
-    if (!probe) inbox.add(this.member, this);
+    if (!probe && !this.heard) {
+      this.heard = true;
+      inbox.add(this.member, this);
+    }
     // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
     if (queues) this.queuedRemotely = true;
     const sentAt = now();
@@ -314,7 +319,7 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
     this.#detach = undefined;
     const { backend, inbox, keeper } = this.#context;
     keeper?.drop(this);
-    inbox.delete(this.member);
+    if (this.heard) inbox.delete(this.member);
     if (this.inboxJoined) {
       this.inboxJoined = false;
       inbox.leave(this.keys);

@@ -86,14 +86,17 @@ describe('the queue keeper', () => {
     const names = Array.from({ length: 200 }, (_, i) => `held-${i}`);
     try {
       const leases = await Promise.all(names.map((name) => m.holder.acquire(name, { ttl: 30_000 })));
-      // A short TTL: a grant counts from the keeper's last call, not from the waiter's last attempt (older than ttl / 2 by then).
-      const waits = names.map((name) => m.waiter.acquire(name, { wait: 20_000, ttl: 1000 }));
+      // A TTL whose half is shorter than the window below: a grant then counts from the keeper's
+      // last call (at most a recheck old), not from the waiter's last attempt (older than the
+      // window). Half of it is still five rechecks: a machine that stalls the keeper for a few
+      // hundred ms does not make a waiter attempt (ttl 1000 did, once in CI: 30 of 200).
+      const waits = names.map((name) => m.waiter.acquire(name, { wait: 20_000, ttl: 2000 }));
       await queued(m.prefix, names);
       await caughtUp();
       seen.length = 0;
       const started = Date.now();
-      // A window of time is what is measured here: three recheck periods.
-      await new Promise((resolve) => setTimeout(resolve, 3 * RECHECK + RECHECK / 2));
+      // A window of time is what is measured here: five recheck periods, longer than ttl / 2.
+      await new Promise((resolve) => setTimeout(resolve, 5 * RECHECK + RECHECK / 2));
       await caughtUp();
       const elapsed = Date.now() - started;
       const scripts = seen.filter((s) => !s.startsWith('marker'));
