@@ -1,3 +1,5 @@
+import { LinkedSet } from './linked-set.js';
+
 /** What ends an operation that is still waiting at `at` (performance.now() ms): `expire`, called once. */
 export interface Deadline {
   readonly at: number;
@@ -11,13 +13,14 @@ export interface Deadline {
  * tail of its latency; nearly every operation ends long before its deadline, so the timer is armed
  * for the earliest one and, when it fires, expires what is due and is armed again for the
  * earliest left. The timer is unref'd: a guard on requests in flight, which hold the process open
- * by themselves.
+ * by themselves. The deadlines watched are a {@link LinkedSet}, not a `Set` (see there why).
  */
 export class Deadlines {
-  readonly #waiting = new Set<Deadline>();
+  readonly #waiting = new LinkedSet<Deadline>();
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
 
+  /** Watches `deadline` (again: its `at` may have moved earlier). */
   watch(deadline: Deadline): void {
     this.#waiting.add(deadline);
     if (deadline.at < this.#timerAt) this.#arm(deadline.at);
@@ -39,16 +42,28 @@ export class Deadlines {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     const now = performance.now();
+    const waiting = this.#waiting;
     let next = Infinity;
-    for (const deadline of this.#waiting) {
-      if (deadline.at <= now) {
-        this.#waiting.delete(deadline);
-        deadline.expire(now);
-      } else if (deadline.at < next) {
-        next = deadline.at;
+    let d = waiting.first();
+    while (d) {
+      let after = waiting.next(d);
+      if (d.at <= now) {
+        waiting.delete(d);
+        d.expire(now);
+        // Expiring may have ended others (a Redlock fan-out settled: its other nodes' deadlines
+        // leave): if the next one left, look again from the first (what was looked at and is not
+        // due is looked at again, what expired is gone).
+        if (after && !waiting.has(after)) {
+          after = waiting.first();
+          next = Infinity;
+        }
+      } else if (d.at < next) {
+        next = d.at;
       }
+      d = after;
     }
-    if (next < Infinity) this.#arm(next);
+    // A deadline watched while expiring others armed the timer already (first in the set, not looked at here).
+    if (next < this.#timerAt) this.#arm(next);
   }
 }
 
@@ -83,48 +98,71 @@ export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error
   });
 }
 
-/** One call bounded by {@link settleBy}: its entry on the shared timer, and how it settles. */
+/**
+ * One call bounded by {@link settleBy}: its entry on the shared timer, and how it settles. Once
+ * settled it lets go of the caller's promise and the waiter that could stop it, keeping only what
+ * sees a late value or error: whatever still points at it (a reply that comes late) keeps no
+ * finished operation alive.
+ */
 class Bounded<T> implements Deadline {
   readonly at: number;
   #done = false;
-  readonly #expire: () => Error;
-  readonly #options: SettleOptions<T> | undefined;
-  readonly #resolve: (value: T) => void;
-  readonly #reject: (error: unknown) => void;
+  #expire: (() => Error) | undefined;
+  readonly #late: ((value: T) => void) | undefined;
+  readonly #failed: ((error: unknown) => void) | undefined;
+  #stoppable: { cancel: ((reason: unknown) => void) | undefined } | undefined;
+  #resolve: ((value: T) => void) | undefined;
+  #reject: ((error: unknown) => void) | undefined;
 
   constructor(at: number, expire: () => Error, options: SettleOptions<T> | undefined, resolve: (value: T) => void, reject: (error: unknown) => void) {
     this.at = at;
     this.#expire = expire;
-    this.#options = options;
+    this.#late = options?.late;
+    this.#failed = options?.failed;
     this.#resolve = resolve;
     this.#reject = reject;
     if (at !== Infinity) bounded.watch(this);
     const stoppable = options?.stoppable;
-    if (stoppable) stoppable.cancel = (reason) => this.#end() && reject(reason);
+    if (stoppable) {
+      this.#stoppable = stoppable;
+      stoppable.cancel = (reason) => {
+        const reject = this.#reject;
+        if (this.#end()) reject!(reason);
+      };
+    }
   }
 
   /** The deadline passed first. */
   expire(): void {
-    if (this.#end()) this.#reject(this.#expire());
+    const reject = this.#reject;
+    const expire = this.#expire;
+    if (this.#end()) reject!(expire!());
   }
 
   value(value: T): void {
-    if (this.#end()) this.#resolve(value);
-    else this.#options?.late?.(value);
+    const resolve = this.#resolve;
+    if (this.#end()) resolve!(value);
+    else this.#late?.(value);
   }
 
   error(error: unknown): void {
-    this.#options?.failed?.(error);
-    if (this.#end()) this.#reject(error);
+    this.#failed?.(error);
+    const reject = this.#reject;
+    if (this.#end()) reject!(error);
   }
 
-  /** True the first time: the call is settled from here on. */
+  /** True the first time: the call is settled from here on (and lets go of what settled it). */
   #end(): boolean {
     if (this.#done) return false;
     this.#done = true;
     if (this.at !== Infinity) bounded.delete(this);
-    const stoppable = this.#options?.stoppable;
-    if (stoppable) stoppable.cancel = undefined;
+    this.#resolve = undefined;
+    this.#reject = undefined;
+    this.#expire = undefined;
+    if (this.#stoppable) {
+      this.#stoppable.cancel = undefined;
+      this.#stoppable = undefined;
+    }
     return true;
   }
 }

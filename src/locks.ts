@@ -7,6 +7,7 @@ import { fairLockOver, FAIR_LOCK_OPTIONS, type FairLock, type FairLockOptions } 
 import { KeysCache } from './keys.js';
 import { Lease } from './lease/lease.js';
 import { Renewals } from './lease/renewals.js';
+import { LinkedSet } from './linked-set.js';
 import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
@@ -95,7 +96,7 @@ class LockManager implements Locks {
       lockKeys: new KeysCache(settings.prefix),
       inbox,
       keeper: new QueueKeeper(backend, inbox, settings.tuning),
-      held: new Set<Lease>(),
+      held: new LinkedSet<Lease>(),
       leaving: new Set<Promise<unknown>>(),
       isClosed: () => this.#closed,
       assertOpen: () => this.#assertOpen(),
@@ -245,8 +246,8 @@ class LockManager implements Locks {
     const ctx = this.#ctx;
     const stopped = Promise.all([this.#locks.stopAll(), this.#permits.stopAll()]).then(() => Promise.all(ctx.leaving));
     await within(CLOSE_GRACE, stopped);
-    if (release) await Promise.all([...this.#ctx.held].map((lease) => lease.release().catch(() => {})));
-    else for (const lease of [...this.#ctx.held]) lease.letExpire();
+    if (release) await Promise.all(this.#ctx.held.toArray().map((lease) => lease.release().catch(() => {})));
+    else for (const lease of this.#ctx.held.toArray()) lease.letExpire();
     await within(CLOSE_GRACE, this.#ctx.holders.unregister());
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();

@@ -38,7 +38,9 @@ export async function joinRing(client, i, processes) {
  * library) rejects, instead of leaving the run waiting.
  */
 export async function runWorkers(script, processes, args) {
-  const workers = Array.from({ length: processes }, (_, i) => fork(script, args(i), { env: { ...process.env, BENCH_BASE: baseString } }));
+  // RING_NODE_ARGS: flags for the workers' node (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+  const execArgv = process.env.RING_NODE_ARGS ? process.env.RING_NODE_ARGS.split(' ') : [];
+  const workers = Array.from({ length: processes }, (_, i) => fork(script, args(i), { env: { ...process.env, BENCH_BASE: baseString }, execArgv }));
   const next = (w) =>
     new Promise((resolve, reject) => {
       w.once('message', resolve);

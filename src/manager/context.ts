@@ -1,4 +1,5 @@
 import type { KeysCache } from '../keys.js';
+import type { LinkedSet } from '../linked-set.js';
 import type { Lease, LeaseContext } from '../lease/lease.js';
 import type { Observer } from '../observe/observer.js';
 import type { TokenSource } from '../token.js';
@@ -13,8 +14,8 @@ export interface ManagerContext extends WaitContext {
   /** Metrics, spans, hooks and logs; undefined when nothing listens (every instrumentation point is then skipped). */
   readonly observer: Observer | undefined;
   readonly leaseContext: LeaseContext;
-  /** Every lease of the manager not yet ended: `close()` releases them. */
-  readonly held: Set<Lease>;
+  /** Every lease of the manager not yet ended: `close()` releases them. A {@link LinkedSet}: leases come and go thousands of times a second. */
+  readonly held: LinkedSet<Lease>;
   /** True once `close()` was called. */
   isClosed(): boolean;
   /** Throws a ClosedError once `close()` was called. */
