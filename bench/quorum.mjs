@@ -7,7 +7,8 @@
 //   (c) three of five hung: what one acquire does within 10 s (rejects, resolves, hangs), and
 //       whether keys are left behind on the nodes once they resume.
 // Usage: npm run bench (after bench/run.mjs), or node bench/quorum.mjs after npm run build.
-// Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_ONLY=substr[,substr],
+// Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_WARMUP_MS (default 1000) of
+// untimed pairs per library and node count before it, BENCH_ONLY=substr[,substr],
 // LATCHKEY_DIST (another build's dist/index.js, inside the repository, to compare builds),
 // BENCH_CLIENTS=6|5 (the ioredis major every library gets: lib/clients.mjs, 6 by default).
 import { createRequire } from 'node:module';
@@ -121,12 +122,18 @@ async function timed(call, cap = CAP_MS) {
  * of SLICE_MS: a noisy neighbour then slows both alike, and the ratio stays meaningful.
  */
 const SLICE_MS = 250;
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS || 1000);
 async function latencies(single, five, name, seconds) {
   const runs = [
     { lib: single, key: `bench:q:${name}:one`, samples: [] },
     { lib: five, key: `bench:q:${name}:five`, samples: [] },
   ];
-  for (const r of runs) for (let i = 0; i < 50; i++) await r.lib.release(await r.lib.acquire(r.key)); // warm-up
+  // Warm-up: WARMUP_MS of pairs each, so that V8 has optimized every library's code before it is
+  // timed (50 pairs left latchkey's, the most code, to be compiled inside the first slices).
+  for (const r of runs) {
+    const warm = performance.now() + WARMUP_MS;
+    while (performance.now() < warm) await r.lib.release(await r.lib.acquire(r.key));
+  }
   const slices = Math.max(1, Math.round((seconds * 1000) / SLICE_MS));
   for (let i = 0; i < slices; i++) {
     for (const r of i % 2 === 0 ? runs : [...runs].reverse()) {
