@@ -6,7 +6,8 @@ const IN = Symbol('latchkey.linked.in');
 interface Linked {
   [PREV]?: Linked | undefined;
   [NEXT]?: Linked | undefined;
-  [IN]?: boolean;
+  /** The set that holds it, if any. */
+  [IN]?: LinkedSet<object> | undefined;
 }
 
 /**
@@ -23,7 +24,8 @@ interface Linked {
  * with the manager's leases and the call deadlines in linked sets, 0.8 ms (`node --trace-gc
  * bench/ab.mjs --pass ...`).
  *
- * An object is in at most one LinkedSet at a time.
+ * An object is in at most one LinkedSet at a time: adding it to a second one while the first holds
+ * it throws, and `has` and `delete` of a set that does not hold it see it as absent.
  */
 export class LinkedSet<T extends object> {
   #head: Linked | undefined = undefined;
@@ -36,8 +38,9 @@ export class LinkedSet<T extends object> {
   /** Adds `item` (nothing if it is in already). */
   add(item: T): void {
     const d = item as Linked;
-    if (d[IN]) return;
-    d[IN] = true;
+    if (d[IN] === this) return;
+    if (d[IN]) throw new Error('LinkedSet.add: the item is in another LinkedSet');
+    d[IN] = this;
     d[PREV] = undefined;
     d[NEXT] = this.#head;
     if (this.#head) this.#head[PREV] = d;
@@ -46,14 +49,14 @@ export class LinkedSet<T extends object> {
   }
 
   has(item: T): boolean {
-    return (item as Linked)[IN] === true;
+    return (item as Linked)[IN] === this;
   }
 
   /** Removes `item`, which keeps no link to the others; false if it was not in. */
   delete(item: T): boolean {
     const d = item as Linked;
-    if (!d[IN]) return false;
-    d[IN] = false;
+    if (d[IN] !== this) return false;
+    d[IN] = undefined;
     const prev = d[PREV];
     const next = d[NEXT];
     if (prev) prev[NEXT] = next;

@@ -26,6 +26,20 @@ describe('LinkedSet', () => {
     expect(linksOf(b).every((v) => v === undefined || v === false)).toBe(true);
   });
 
+  it('an item is in one set at a time: another set does not see it, cannot take it out, and refuses to add it', () => {
+    const [one, other] = [new LinkedSet<{ n: number }>(), new LinkedSet<{ n: number }>()];
+    const item = { n: 1 };
+    one.add(item);
+    expect(other.has(item)).toBe(false);
+    expect(other.delete(item)).toBe(false);
+    expect(one.has(item)).toBe(true);
+    expect(() => other.add(item)).toThrow(/another LinkedSet/);
+    expect(one.toArray()).toEqual([item]);
+    one.delete(item);
+    other.add(item);
+    expect(other.toArray()).toEqual([item]);
+  });
+
   // Seeded and replayable: LATCHKEY_PROP_SEED=<seed> LATCHKEY_PROP_PATH=<path> npx vitest run test/unit/linked-set.test.ts
   it('against a Set: any sequence of adds and deletes holds the same items, and an item out keeps no link to the others', () => {
     const seed = process.env.LATCHKEY_PROP_SEED === undefined ? 1127 : Number(process.env.LATCHKEY_PROP_SEED);
