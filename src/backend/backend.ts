@@ -95,10 +95,13 @@ export interface KeptEntry {
  * What {@link Backend.keepQueued} found for one waiter: its entry refreshed and its lock held with
  * this remaining TTL in ms (a number above 0, or -1: no expiry); its entry refreshed and the lock
  * `free`; its entry `gone` (dropped, expired, passed over, or taken out by a release that granted
- * it the lock): it must attempt (to rejoin, or to take its lease); `unknown`: the call that
- * carried it failed (on a Cluster, one slot's call among several): it must attempt.
+ * it the lock): it must attempt (to rejoin, or to take its lease); `told`: gone, and a wake-up
+ * was sent to its inbox after the message of any grant that took its entry out (one Redis): the
+ * inbox wakes it, holding that grant if there was one, so it takes the lock without an attempt;
+ * `unknown`: the call that carried it failed (on a Cluster, one slot's call among several): it
+ * must attempt.
  */
-export type KeepReply = number | 'free' | 'gone' | 'unknown';
+export type KeepReply = number | 'free' | 'gone' | 'told' | 'unknown';
 
 /** Hand the lock to a waiter in the releasing process, in the release's own round trip. */
 export interface HandOff {

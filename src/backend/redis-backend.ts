@@ -313,7 +313,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     keepQueued(waiters, entryTtl) {
       const run = (client: ScriptClient): Promise<KeepReply[] | undefined> => {
         if (client.cluster) return keepQueuedBySlot(client, waiters, entryTtl);
-        const call = keepQueuedCall(waiters, entryTtl);
+        const call = keepQueuedCall(waiters, entryTtl, inboxes);
         return runScript(client, keepQueuedScript, call.keys, call.args, (reply) => keepReplies(reply, waiters.length));
       };
       return ready ? run(ready) : connect().then(run);

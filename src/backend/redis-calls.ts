@@ -66,14 +66,16 @@ export function releaseArgs(token: string, inboxAt: string, sharded: string, han
 }
 
 /** keep-queued.lua's keys and arguments for a batch: three keys per waiter, and the members in one argument. */
-export function keepQueuedCall(waiters: readonly KeptEntry[], entryTtl: number): ScriptCall {
+export function keepQueuedCall(waiters: readonly KeptEntry[], entryTtl: number, inboxes?: string): ScriptCall {
   const keys: string[] = [];
   const members: string[] = [];
   for (const w of waiters) {
     keys.push(w.keys.lock, w.keys.queue, w.keys.alive);
     members.push(w.member);
   }
-  return { keys, args: [String(entryTtl), members.join(' ')] };
+  const args = [String(entryTtl), members.join(' ')];
+  if (inboxes !== undefined) args.push(inboxes);
+  return { keys, args };
 }
 
 /** keep-queued.lua's reply: one code per waiter (see the script's header). */
@@ -86,6 +88,7 @@ export function keepReplies(reply: unknown, count: number): KeepReply[] {
     if (n > 0 || n === -1) return n;
     if (n === -2) return 'free';
     if (n === -3) return 'gone';
+    if (n === -4) return 'told';
     if (n === 0) return 'free'; // expired at the very moment PTTL read it
     throw new BackendError(keepQueuedScript.name, `unexpected code ${n}`);
   });

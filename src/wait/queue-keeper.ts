@@ -57,8 +57,10 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
  * over the period, and wakes exactly those that must look for themselves: the lock is free (a
  * release nobody announced: a raw DEL, a lost message), or their entry is gone (dropped or
  * passed over: their attempt queues them again; or taken out by a grant whose message was lost:
- * their attempt finds the lock theirs). A
- * waiter whose lock is held sleeps
+ * their attempt finds the lock theirs). On one Redis a waiter whose entry is gone is woken through
+ * its inbox, by a wake-up the keeper's call publishes after any grant's message (see
+ * keep-queued.lua), so a grant that was only slow is taken without an attempt. A waiter whose lock
+ * is held sleeps
  * on until the holder's TTL it reports runs out (then it attempts, as before: a crashed holder),
  * a grant in its inbox, or its own deadline or stop.
  *
@@ -175,12 +177,16 @@ export class QueueKeeper {
 
   /**
    * Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for: held (its
-   * wake-up moves to the holder's TTL), or anything else (free, granted to it, its entry gone, or
-   * unknown): it wakes and attempts. Held, a grant later counts from `sentAt` (so it takes the
+   * wake-up moves to the holder's TTL); its entry gone and a wake-up sent to its inbox (`told`):
+   * the inbox wakes it; anything else (free, gone, or unknown): it wakes and attempts. Held, a grant later counts from `sentAt` (so it takes the
    * lock without a round trip, as after an attempt of its own).
    */
   #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined, sentAt: number): void {
     if (this.#kept.get(waiter) !== turn) return;
+    // Its inbox wakes it, after the grant that took its entry out, if one did: woken by this
+    // reply, read before that message, it would attempt for a lock that is already its own.
+    // Until the message comes, it stays kept: a later tick tells it again.
+    if (reply === 'told') return;
     if (typeof reply === 'number' && waiter.rearm) {
       waiter.lastSent = Math.max(waiter.lastSent, sentAt);
       waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
