@@ -6,6 +6,16 @@ import type { WaitTuning } from './strategy.js';
 /** How many waiters one keep-queued.lua call carries at most. */
 export const KEEP_BATCH = 500;
 
+/**
+ * How long the keeper lets the inbox wake a waiter it reported `told` (its entry gone, a wake-up
+ * published to its inbox after any grant's message) before it wakes it itself: the messages to
+ * its inbox may be lost (a subscriber connection that drops them), and the waiter must not be
+ * left to its holder's TTL. Its wake-up then waits for the I/O the event loop has read by then
+ * (setImmediate), so a message that arrived with the keeper's reply, or within the grace, is
+ * handled first.
+ */
+export const TOLD_GRACE_MS = 50;
+
 /** A waiter the keeper keeps queued while it sleeps (a `Waiter` is one). */
 export interface KeptWaiter extends KeptEntry {
   /** Monotonic ms; Infinity: none. No sleep goes past it. */
@@ -83,6 +93,10 @@ export class QueueKeeper {
   #inFlight = 0;
   /** Set once the backend declined ({@link Backend.keepQueued} resolved to undefined): waiters re-check themselves from then on. */
   #declined = false;
+  /** Waiters reported `told`, each with its turn, and the wake-up of those the inbox did not wake within {@link TOLD_GRACE_MS}. */
+  #told: [KeptWaiter, number][] = [];
+  #toldTimer: NodeJS.Timeout | undefined = undefined;
+  #toldImmediate: NodeJS.Immediate | undefined = undefined;
 
   constructor(backend: Backend, inbox: InboxListener, tuning: WaitTuning) {
     this.#backend = backend;
@@ -111,6 +125,11 @@ export class QueueKeeper {
     if (!this.#kept.delete(waiter) || this.#kept.size > 0) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#toldTimer);
+    this.#toldTimer = undefined;
+    clearImmediate(this.#toldImmediate);
+    this.#toldImmediate = undefined;
+    this.#told = [];
   }
 
   /**
@@ -185,14 +204,31 @@ export class QueueKeeper {
     if (this.#kept.get(waiter) !== turn) return;
     // Its inbox wakes it, after the grant that took its entry out, if one did: woken by this
     // reply, read before that message, it would attempt for a lock that is already its own.
-    // Until the message comes, it stays kept: a later tick tells it again.
-    if (reply === 'told') return;
+    if (reply === 'told') {
+      this.#wakeUnlessTold(waiter, turn);
+      return;
+    }
     if (typeof reply === 'number' && waiter.rearm) {
       waiter.lastSent = Math.max(waiter.lastSent, sentAt);
       waiter.rearm(reply >= 0 ? reply + 1 : Infinity);
     } else {
       waiter.wake?.();
     }
+  }
+
+  /** Wakes `waiter` after {@link TOLD_GRACE_MS} and the I/O read by then, if it still sleeps that sleep (its inbox's wake-up was lost). */
+  #wakeUnlessTold(waiter: KeptWaiter, turn: number): void {
+    this.#told.push([waiter, turn]);
+    if (this.#toldTimer !== undefined || this.#toldImmediate !== undefined) return;
+    this.#toldTimer = setTimeout(() => {
+      this.#toldTimer = undefined;
+      this.#toldImmediate = setImmediate(() => {
+        this.#toldImmediate = undefined;
+        const told = this.#told;
+        this.#told = [];
+        for (const [w, t] of told) if (this.#kept.get(w) === t) w.wake?.();
+      });
+    }, TOLD_GRACE_MS);
   }
 
   #decline(): void {

@@ -12,7 +12,7 @@
  * it does too; and nothing is left behind: no permit, no holder, no queue entry.
  */
 import { describe, expect, it } from 'vitest';
-import type { Lease, Locks } from '../../src/index.js';
+import type { Lease, LeaseLostError, Locks } from '../../src/index.js';
 import { semaphoreKeys, type LockKeys, type SemaphoreKind } from '../../src/keys.js';
 import { useMigratingCluster } from '../helpers/migrating-cluster.js';
 import { uniquePrefix } from '../helpers/harness.js';
@@ -286,8 +286,15 @@ describe('Redis Cluster slot held MIGRATING: a waiter whose winning attempt is a
         const keys = semaphoreKeys(prefix, name, { limit: 1, permits: 1 }, kinds[i]!.kind);
         expect(await mc.raw.hget(keys.holder, lease.token), kinds[i]!.kind).not.toBeNull();
         await sleep(short); // renewed meanwhile
-        expect(lease.held).toBe(true);
-        await lease.release();
+        if (lease.held) {
+          await lease.release();
+        } else {
+          // A 300 ms lease may be lost to its own clock when this machine stalls its watchdog
+          // (CI once); never to its permits found gone or taken, the bug this test is for.
+          const lost = lease.signal.reason as LeaseLostError;
+          expect(['expired', 'unreachable'], `${kinds[i]!.kind}: ${String(lost)}`).toContain(lost.reason);
+          await lease.release().catch(() => {}); // gives the token back, then reports the loss
+        }
         await expectNothingLeft(keys, [held[i]!.token, lease.token]);
       }
     } finally {
