@@ -33,8 +33,10 @@ export class Deadlines {
   #arm(at: number): void {
     clearTimeout(this.#timer);
     this.#timerAt = at;
-    // Timers fire on whole milliseconds: a deadline not yet passed when it fires is looked at again 1 ms later.
-    this.#timer = setTimeout(() => this.#fire(), Math.max(1, Math.ceil(at - performance.now())));
+    // Timers fire on whole milliseconds: a deadline not yet passed when it fires is looked at again
+    // 1 ms later. setTimeout fires at once for delays past 2^31 - 1 ms: a later one is looked at
+    // then, and the timer armed again.
+    this.#timer = setTimeout(() => this.#fire(), Math.min(2 ** 31 - 1, Math.max(1, Math.ceil(at - performance.now()))));
     this.#timer.unref();
   }
 

@@ -1,5 +1,6 @@
 import type { Backend, KeepReply, KeptEntry } from '../backend/backend.js';
 import { now } from '../clock.js';
+import { Deadlines, type Deadline } from '../deadlines.js';
 import type { InboxListener } from './inbox-listener.js';
 import type { WaitTuning } from './strategy.js';
 
@@ -33,24 +34,45 @@ export interface KeptWaiter extends KeptEntry {
 }
 
 /**
+ * The wake-ups of kept waiters (their holder's TTL, their deadline), all on one timer: a sleep
+ * ends nearly always by a grant long before its wake-up, and a timer of its own (setTimeout, then
+ * clearTimeout) cost a waiting process more than the rest of its wake-up (`node
+ * bench/trace-handoff.mjs`). Unref'd: a kept waiter's inbox is listening, and its subscriber
+ * connection holds the process open.
+ */
+const wakeUps = new Deadlines();
+
+/** One kept sleep's wake-up, on {@link wakeUps}; `at` moves with each `rearm`. */
+class WakeUp implements Deadline {
+  at = Infinity;
+  readonly #done: () => void;
+  constructor(done: () => void) {
+    this.#done = done;
+  }
+  expire(): void {
+    this.#done();
+  }
+}
+
+/**
  * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
  * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
- * ends the sleep as any sleep's does; no timer is left behind, whichever way it ends.
+ * ends the sleep as any sleep's does; nothing is left watched, whichever way it ends.
  */
 export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): Promise<void> {
   return new Promise<void>((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
     const done = (): void => {
-      clearTimeout(timer);
+      wakeUps.delete(wakeUp);
       keeper.drop(waiter);
       waiter.rearm = undefined;
       waiter.wake = undefined;
       resolve();
     };
-    // setTimeout fires at once for delays past 2^31 - 1 ms: a longer sleep is cut there (the waiter loops).
+    const wakeUp = new WakeUp(done);
     const arm = (delay: number): void => {
-      clearTimeout(timer);
-      timer = setTimeout(done, Math.max(0, Math.min(delay, waiter.deadline - now(), 2 ** 31 - 1)));
+      wakeUps.delete(wakeUp);
+      wakeUp.at = Math.min(now() + Math.max(0, delay), waiter.deadline);
+      wakeUps.watch(wakeUp);
     };
     arm(ms);
     waiter.wake = done;
@@ -117,14 +139,18 @@ export class QueueKeeper {
   /** Keeps `waiter` from now until {@link QueueKeeper.drop}: each tick wakes it or moves its wake-up (see `sleepKept`). */
   keep(waiter: KeptWaiter): void {
     this.#kept.set(waiter, ++this.#turn);
-    this.#arm();
+    if (this.#timer === undefined) this.#arm();
   }
 
-  /** Stops keeping `waiter` (it woke, or left). */
+  /**
+   * Stops keeping `waiter` (it woke, or left). When nobody is kept, the timer is left to run out
+   * (its tick sends nothing and ends it) rather than cleared: a lock handed from process to process
+   * keeps and drops a waiter at each hand-off, and clearing the timer and making a new one each
+   * time cost a waiting process more than the rest of its wake-up.
+   */
   drop(waiter: KeptWaiter): void {
     if (!this.#kept.delete(waiter) || this.#kept.size > 0) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    if (this.#toldTimer === undefined && this.#toldImmediate === undefined) return;
     clearTimeout(this.#toldTimer);
     this.#toldTimer = undefined;
     clearImmediate(this.#toldImmediate);
@@ -133,8 +159,8 @@ export class QueueKeeper {
   }
 
   /**
-   * One timer for the manager, running while it keeps someone (it keeps the process alive, as the
-   * waiters' own re-check timers did). Each tick sends one batch, of the waiters kept longest
+   * One timer for the manager, running while it keeps someone, unref'd: a kept waiter's inbox is
+   * listening, and its subscriber connection holds the process open. Each tick sends one batch, of the waiters kept longest
    * since their last: with n waiters, a batch every `recheck / ceil(n / KEEP_BATCH)` ms, so each
    * is kept once per `recheck`, and Redis runs one batch at a time, not a burst of all of them
    * in which every release would wait.
@@ -147,6 +173,7 @@ export class QueueKeeper {
       this.#tick();
       if (this.#kept.size > 0) this.#arm();
     }, this.#tuning.recheck / batches);
+    this.#timer.unref();
   }
 
   #tick(): void {
