@@ -36,6 +36,27 @@ describe('Deadlines', () => {
     expect(log).toEqual(['early', 'late']);
   });
 
+  it('arms its timer for at most 2^31 - 1 ms (setTimeout fires at once past it) and expires a farther deadline only once it has passed', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const armed = vi.spyOn(globalThis, 'setTimeout');
+      const deadlines = new Deadlines();
+      const log: string[] = [];
+      const far = deadlineIn(2 ** 31 + 5000, 'far', log);
+      deadlines.watch(far.deadline);
+      expect(armed.mock.calls.map((call) => call[1])).toEqual([2 ** 31 - 1]);
+      await vi.advanceTimersByTimeAsync(2 ** 31 - 1);
+      expect(log).toEqual([]);
+      expect(armed).toHaveBeenCalledTimes(2); // armed again, for the rest
+      await vi.advanceTimersByTimeAsync(5000);
+      expect(log).toEqual([]);
+      await vi.advanceTimersByTimeAsync(5);
+      expect(log).toEqual(['far']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('expires a deadline watched after the timer fired for an earlier one', async () => {
     const deadlines = new Deadlines();
     const log: string[] = [];
