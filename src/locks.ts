@@ -249,6 +249,7 @@ class LockManager implements Locks {
     if (release) await Promise.all(this.#ctx.held.toArray().map((lease) => lease.release().catch(() => {})));
     else for (const lease of this.#ctx.held.toArray()) lease.letExpire();
     await within(CLOSE_GRACE, this.#ctx.holders.unregister());
+    this.#ctx.keeper?.close();
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();
   }

@@ -243,6 +243,17 @@ export class QueueKeeper {
     }
   }
 
+  /** The manager closed (every wait has ended): its timers go, whatever they were left to do. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    clearTimeout(this.#toldTimer);
+    this.#toldTimer = undefined;
+    clearImmediate(this.#toldImmediate);
+    this.#toldImmediate = undefined;
+    this.#told = [];
+  }
+
   /** Wakes `waiter` after {@link TOLD_GRACE_MS} and the I/O read by then, if it still sleeps that sleep (its inbox's wake-up was lost). */
   #wakeUnlessTold(waiter: KeptWaiter, turn: number): void {
     this.#told.push([waiter, turn]);
