@@ -144,12 +144,20 @@ export class QueueKeeper {
 
   /**
    * Stops keeping `waiter` (it woke, or left). When nobody is kept, the timer is left to run out
-   * (its tick sends nothing and ends it) rather than cleared: a lock handed from process to process
-   * keeps and drops a waiter at each hand-off, and clearing the timer and making a new one each
-   * time cost a waiting process more than the rest of its wake-up.
+   * (its tick sends nothing and ends it) rather than cleared, unless the waiter `left` without the
+   * lock (gave up, timed out, closed: nothing of the wait stays behind): a lock handed from process
+   * to process keeps and drops a waiter at each hand-off, and clearing the timer and making a new
+   * one each time cost a waiting process more than the rest of its wake-up.
    */
-  drop(waiter: KeptWaiter): void {
-    if (!this.#kept.delete(waiter) || this.#kept.size > 0) return;
+  drop(waiter: KeptWaiter, left = false): void {
+    const dropped = this.#kept.delete(waiter);
+    if (this.#kept.size > 0) return;
+    if (left) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    } else if (!dropped) {
+      return;
+    }
     if (this.#toldTimer === undefined && this.#toldImmediate === undefined) return;
     clearTimeout(this.#toldTimer);
     this.#toldTimer = undefined;

@@ -318,7 +318,7 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
     this.#detach?.();
     this.#detach = undefined;
     const { backend, inbox, keeper } = this.#context;
-    keeper?.drop(this);
+    keeper?.drop(this, !won);
     if (this.heard) inbox.delete(this.member);
     if (this.inboxJoined) {
       this.inboxJoined = false;
