@@ -1,6 +1,6 @@
 import type { Backend, KeepReply, KeptEntry } from '../backend/backend.js';
 import { now } from '../clock.js';
-import { Deadlines, type Deadline } from '../deadlines.js';
+import { Deadlines } from '../deadlines.js';
 import type { InboxListener } from './inbox-listener.js';
 import type { WaitTuning } from './strategy.js';
 
@@ -42,18 +42,6 @@ export interface KeptWaiter extends KeptEntry {
  */
 const wakeUps = new Deadlines();
 
-/** One kept sleep's wake-up, on {@link wakeUps}; `at` moves with each `rearm`. */
-class WakeUp implements Deadline {
-  at = Infinity;
-  readonly #done: () => void;
-  constructor(done: () => void) {
-    this.#done = done;
-  }
-  expire(): void {
-    this.#done();
-  }
-}
-
 /**
  * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
  * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
@@ -68,7 +56,8 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
       waiter.wake = undefined;
       resolve();
     };
-    const wakeUp = new WakeUp(done);
+    // Its entry on wakeUps: `at` moves with each `rearm`.
+    const wakeUp = { at: Infinity, expire: done };
     const arm = (delay: number): void => {
       wakeUps.delete(wakeUp);
       wakeUp.at = Math.min(now() + Math.max(0, delay), waiter.deadline);
@@ -151,25 +140,15 @@ export class QueueKeeper {
    */
   drop(waiter: KeptWaiter, left = false): void {
     const dropped = this.#kept.delete(waiter);
-    if (this.#kept.size > 0) return;
-    if (left) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-    } else if (!dropped) {
-      return;
-    }
-    if (this.#toldTimer === undefined && this.#toldImmediate === undefined) return;
-    clearTimeout(this.#toldTimer);
-    this.#toldTimer = undefined;
-    clearImmediate(this.#toldImmediate);
-    this.#toldImmediate = undefined;
-    this.#told = [];
+    if (this.#kept.size > 0 || (!dropped && !left)) return;
+    if (left) this.#clearTimer();
+    this.#clearTold();
   }
 
   /**
    * One timer for the manager, running while it keeps someone, unref'd: a kept waiter's inbox is
-   * listening, and its subscriber connection holds the process open. Each tick sends one batch, of the waiters kept longest
-   * since their last: with n waiters, a batch every `recheck / ceil(n / KEEP_BATCH)` ms, so each
+   * listening, and its subscriber connection holds the process open. Each tick sends one batch,
+   * of the waiters kept longest since their last: with n waiters, a batch every `recheck / ceil(n / KEEP_BATCH)` ms, so each
    * is kept once per `recheck`, and Redis runs one batch at a time, not a burst of all of them
    * in which every release would wait.
    */
@@ -232,8 +211,9 @@ export class QueueKeeper {
   /**
    * Tells `waiter` what its lock is doing, if it still sleeps the sleep it was kept for: held (its
    * wake-up moves to the holder's TTL); its entry gone and a wake-up sent to its inbox (`told`):
-   * the inbox wakes it; anything else (free, gone, or unknown): it wakes and attempts. Held, a grant later counts from `sentAt` (so it takes the
-   * lock without a round trip, as after an attempt of its own).
+   * the inbox wakes it; anything else (free, gone, or unknown): it wakes and attempts. Held, a
+   * grant later counts from `sentAt` (so it takes the lock without a round trip, as after an
+   * attempt of its own).
    */
   #tell(waiter: KeptWaiter, turn: number, reply: KeepReply | undefined, sentAt: number): void {
     if (this.#kept.get(waiter) !== turn) return;
@@ -253,8 +233,18 @@ export class QueueKeeper {
 
   /** The manager closed (every wait has ended): its timers go, whatever they were left to do. */
   close(): void {
+    this.#clearTimer();
+    this.#clearTold();
+  }
+
+  #clearTimer(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
+  }
+
+  /** Forgets the waiters reported `told` and the wake-up pending for them, if any. */
+  #clearTold(): void {
+    if (this.#toldTimer === undefined && this.#toldImmediate === undefined) return;
     clearTimeout(this.#toldTimer);
     this.#toldTimer = undefined;
     clearImmediate(this.#toldImmediate);
