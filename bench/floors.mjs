@@ -14,12 +14,11 @@
 // this process's (the client side). Usage: npm run build && node bench/floors.mjs
 // BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default); LATCHKEY_DIST: another build;
 // BENCH_WARMUP_MS: untimed pairs per contender before the slices (default 1000 ms).
-import { randomBytes } from 'node:crypto';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { DELETE_IF_EQUAL, SET_AND_CLOCK_FENCE, SET_IF_FREE } from './lib/smallest-lock.mjs';
+import { defineSmallestLock, smallestLock, twoPings } from './lib/floor-locks.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 6);
@@ -34,32 +33,11 @@ const servers = await Promise.all(Array.from({ length: 5 }, () => startRedisServ
 const clients = servers.map((s) => new Redis(s.port, '127.0.0.1'));
 try {
   await Promise.all(clients.map((c) => c.ping()));
-  for (const c of clients) {
-    c.defineCommand('deleteIfEqual', { numberOfKeys: 1, lua: DELETE_IF_EQUAL });
-    c.defineCommand('setIfFree', { numberOfKeys: 1, lua: SET_IF_FREE });
-    c.defineCommand('setIfFreeAndClockFence', { numberOfKeys: 2, lua: SET_AND_CLOCK_FENCE });
-  }
+  for (const c of clients) defineSmallestLock(c);
   const single = createLocks({ redis: clients[0], prefix: 'floor1:' });
   const redlock = createLocks({ redlock: clients, prefix: 'floor5:' });
 
-  /** Resolves when `n` of the promises resolved (a majority): the later ones are not waited for. */
-  const majority = (promises, n = 3) =>
-    new Promise((resolve, reject) => {
-      let done = 0;
-      for (const p of promises) p.then(() => ++done === n && resolve(), reject);
-    });
-  /** `how`: undefined (SET NX PX), 'scripted' (the same in a script) or 'clock-fenced' (with latchkey's fence). */
-  const minimalLock = async (nodes, key, how) => {
-    const token = randomBytes(16).toString('hex');
-    const set = (c) =>
-      how === 'scripted' ? c.setIfFree(key, token, TTL) : how === 'clock-fenced' ? c.setIfFreeAndClockFence(key, `${key}:fence`, token, TTL) : c.set(key, token, 'PX', TTL, 'NX');
-    await majority(nodes.map(set), Math.floor(nodes.length / 2) + 1);
-    await majority(nodes.map((c) => c.deleteIfEqual(key, token)), Math.floor(nodes.length / 2) + 1);
-  };
-  const twoPings = async (nodes) => {
-    await majority(nodes.map((c) => c.ping()), Math.floor(nodes.length / 2) + 1);
-    await majority(nodes.map((c) => c.ping()), Math.floor(nodes.length / 2) + 1);
-  };
+  const minimalLock = async (nodes, key, how) => (await smallestLock(nodes, key, how))();
   const contenders = {
     '1 node: 2 x PING': () => twoPings(clients.slice(0, 1)),
     '1 node: smallest lock': () => minimalLock(clients.slice(0, 1), 'floor1:min'),

@@ -6,6 +6,10 @@
 //   (b) two of five masters hung (SIGSTOP): time per acquire+release, over a few calls;
 //   (c) three of five hung: what one acquire does within 10 s (rejects, resolves, hangs), and
 //       whether keys are left behind on the nodes once they resume.
+// Pass (a) also measures the floors under the ratios, on the same nodes and clients: two PINGs
+// sent to every node and done when a majority answered, and the smallest lock with latchkey's
+// fence guarantee (lib/floor-locks.mjs, as bench/floors.mjs), so that a library's 5 / 1 ratio can
+// be read against what a round trip to a majority costs on this machine in the same run.
 // Usage: npm run bench (after bench/run.mjs), or node bench/quorum.mjs after npm run build.
 // Env: BENCH_SECONDS (default 10) for each latency pass (a), BENCH_WARMUP_MS (default 1000) of
 // untimed pairs per library and node count before it, BENCH_ONLY=substr[,substr],
@@ -19,6 +23,7 @@ import { CLIENTS, clientsLine, importIoredis } from './lib/clients.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { summarize } from './lib/stats.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
+import { defineSmallestLock, smallestLock, twoPings } from './lib/floor-locks.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -98,6 +103,26 @@ const LIBRARIES = [
     },
   },
 ];
+
+/** The floors: latency pass (a) only, `floor: true`. */
+const FLOORS = [
+  {
+    name: 'floor: 2 x PING to a majority',
+    floor: true,
+    async make(clients) {
+      return { acquire: () => twoPings(clients), release: async () => {}, close: async () => {} };
+    },
+  },
+  {
+    name: 'floor: smallest lock with a clock fence',
+    floor: true,
+    async make(clients) {
+      for (const c of clients) defineSmallestLock(c);
+      return { acquire: (key) => smallestLock(clients, key, 'clock-fenced'), release: (release) => release(), close: async () => {} };
+    },
+  },
+];
+LIBRARIES.push(...FLOORS);
 
 const only = (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 const wanted = only.length ? LIBRARIES.filter((l) => only.some((s) => l.name.includes(s))) : LIBRARIES;
@@ -196,6 +221,7 @@ async function measure(def, servers, clients, admin, row) {
   const five = await def.make(clients);
   [row.one, row.five] = await latencies(single, five, def.name, SECONDS);
   log(`  1 node p50 ${row.one.p50.toFixed(3)} ms, 5 nodes p50 ${row.five.p50.toFixed(3)} ms`);
+  if (def.floor) return;
 
   // (b) two of five hung.
   servers[3].pause();
@@ -233,6 +259,10 @@ function report(rows) {
   for (const r of rows) {
     if (r.error) {
       console.log(`| ${r.library} | error: ${r.error} |${' |'.repeat(8)}`);
+      continue;
+    }
+    if (!r.hung2) {
+      console.log(`| ${r.library} | ${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)} | | | |`);
       continue;
     }
     const hung2 = r.hung2.map((p) => (p.hung ? 'never returns' : `${p.ok ? '' : 'error '}${p.ms.toFixed(0)} ms`)).join(', ');
