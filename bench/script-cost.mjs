@@ -5,15 +5,20 @@
 //   grant        release.lua giving the lock to the queued waiter (a subscriber listens on its
 //                inbox), against the ring's pass-on script (bench/ring.mjs: GET, SET, PUBLISH)
 //   queue join   acquire.lua on a held lock, queuing the caller
-//   free pair    acquire.lua on a free lock + release.lua freeing it, against the smallest fenced
-//                lock (SET NX PX and INCR in one script, then compare-and-delete), per pair
+//   lone pair    what a lone caller runs (its manager found the lock free and not contended
+//                lately): acquire.lua with two keys and two arguments + release-key.lua with the
+//                queue key, per pair, against the smallest fenced lock (SET NX PX and INCR in one
+//                script, then compare-and-delete) and the smallest lock with latchkey's fence
+//                guarantee (the fence max(server TIME, last + 1): lib/smallest-lock.mjs)
+//   free pair    acquire.lua on a free lock + release.lua freeing it (the release of a manager
+//                that saw the lock contended lately), per pair
 //   Redlock node free pair  what one node of a Redlock runs per acquire+release: acquire.lua with
 //                a fence floor + wake-release.lua, per pair; the floor is what the Redlock backend
 //                offers when it took the lock last (the last fence + 1), its steady state
 //   renewal      per lease, in calls of 500 held leases: extend-many.lua (the watchdog's batch),
 //                against a GET and a PEXPIRE per lease (extend.lua's steps, 500 in one script)
 //                and, the floor, a PEXPIRE per lease with no check of the token (not safe)
-// ACQUIRE_LUA / RELEASE_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
+// ACQUIRE_LUA / RELEASE_LUA / RELEASE_KEY_LUA / WAKE_RELEASE_LUA: another version of the script file, to compare
 // (e.g. from git show; it must take the same keys and arguments).
 // Usage: node bench/script-cost.mjs (BENCH_CLIENTS=6|5: the ioredis major that sends the calls,
 // lib/clients.mjs, 6 by default; the server time does not depend on it)
@@ -21,7 +26,7 @@ import fs from 'node:fs';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { PASS_ON } from './lib/ring.mjs';
-import { DELETE_IF_EQUAL, SET_AND_FENCE } from './lib/smallest-lock.mjs';
+import { DELETE_IF_EQUAL, SET_AND_CLOCK_FENCE, SET_AND_FENCE } from './lib/smallest-lock.mjs';
 
 const ROUNDS = Number(process.env.ROUNDS || 9);
 const CALLS = 4000;
@@ -29,6 +34,7 @@ const BATCH = 50;
 const source = (file) => fs.readFileSync(new URL(file, import.meta.url), 'utf8');
 const ACQUIRE = process.env.ACQUIRE_LUA ? fs.readFileSync(process.env.ACQUIRE_LUA, 'utf8') : source('../src/lua/acquire.lua');
 const RELEASE = process.env.RELEASE_LUA ? fs.readFileSync(process.env.RELEASE_LUA, 'utf8') : source('../src/lua/release.lua');
+const RELEASE_KEY = process.env.RELEASE_KEY_LUA ? fs.readFileSync(process.env.RELEASE_KEY_LUA, 'utf8') : source('../src/lua/release-key.lua');
 const WAKE_RELEASE = process.env.WAKE_RELEASE_LUA ? fs.readFileSync(process.env.WAKE_RELEASE_LUA, 'utf8') : source('../src/lua/wake-release.lua');
 const FENCE_TTL = String(10_000 + 24 * 60 * 60 * 1000); // the lease's ttl + the counter's retention
 const COUNTER_START = 1_700_000_000_000_000; // a fence counter in µs, as a node's clock seeds it
@@ -55,7 +61,7 @@ const sub = new Redis(server.port, '127.0.0.1');
 try {
   await sub.subscribe('p:inbox1');
   const sha = {};
-  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, WAKE_RELEASE, PASS_ON, SET_AND_FENCE, DELETE_IF_EQUAL, EXTEND_MANY, GET_PEXPIRE, PEXPIRE_ONLY })) sha[name] = await client.script('LOAD', lua);
+  for (const [name, lua] of Object.entries({ ACQUIRE, RELEASE, RELEASE_KEY, WAKE_RELEASE, PASS_ON, SET_AND_FENCE, SET_AND_CLOCK_FENCE, DELETE_IF_EQUAL, EXTEND_MANY, GET_PEXPIRE, PEXPIRE_ONLY })) sha[name] = await client.script('LOAD', lua);
 
   /** Server µs per EVALSHA over CALLS calls queued by `add(pipeline, i)`, after `setup`. */
   const measure = async (setup, add, perUnit = 1, calls = CALLS) => {
@@ -89,6 +95,16 @@ try {
       measure(
         () => client.set(k, 'holder', 'PX', 100_000),
         (p, j) => p.evalsha(sha.ACQUIRE, 4, ...keys, token(j), '10000', '', `inbox1:w${j % 64}`, '3000'),
+      ),
+    'lone pair: latchkey acquire.lua + release-key.lua': () =>
+      measure(
+        async () => {},
+        (p, j) => {
+          const lock = `{k${j}}`;
+          p.evalsha(sha.ACQUIRE, 2, lock, `${lock}:fence`, token(j), '10000');
+          p.evalsha(sha.RELEASE_KEY, 2, lock, `${lock}:queue`, token(j));
+        },
+        2,
       ),
     'free pair: latchkey acquire.lua + release.lua': () =>
       measure(
@@ -129,20 +145,28 @@ try {
         return [name, () => measure(setup, (p) => p.evalsha(sha[script], RENEWED, ...held, ...(script === 'PEXPIRE_ONLY' ? ['10000'] : args)), 1 / RENEWED, RENEWAL_CALLS)];
       }),
     ),
-    'free pair: smallest fenced lock': () =>
-      measure(
-        async () => {},
-        (p, j) => {
-          const lock = `{k${j}}`;
-          p.evalsha(sha.SET_AND_FENCE, 2, lock, `${lock}:fence`, token(j), '10000');
-          p.evalsha(sha.DELETE_IF_EQUAL, 1, lock, token(j));
-        },
-        2,
-      ),
+    ...Object.fromEntries(
+      [
+        ['lone pair: smallest fenced lock (INCR)', 'SET_AND_FENCE'],
+        ['lone pair: smallest lock with a clock fence', 'SET_AND_CLOCK_FENCE'],
+      ].map(([name, script]) => [
+        name,
+        () =>
+          measure(
+            async () => {},
+            (p, j) => {
+              const lock = `{k${j}}`;
+              p.evalsha(sha[script], 2, lock, `${lock}:fence`, token(j), '10000');
+              p.evalsha(sha.DELETE_IF_EQUAL, 1, lock, token(j));
+            },
+            2,
+          ),
+      ]),
+    ),
   };
   const results = Object.fromEntries(Object.keys(cases).map((name) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) for (const [name, run] of Object.entries(cases)) results[name].push(await run());
-  console.log('| script | server µs per call (per pair for "free pair", per lease for "renewal"): min | median |');
+  console.log('| script | server µs per call (per pair for "lone pair" and "free pair", per lease for "renewal"): min | median |');
   console.log('| --- | --: | --: |');
   for (const [name, xs] of Object.entries(results)) {
     const s = [...xs].sort((a, b) => a - b);
