@@ -12,6 +12,10 @@
 // Prints p50 and p99 of each, its ratio to 2 x PING (one node) and five nodes / one node, and the
 // redis-servers' CPU time per pair, summed over the nodes (/proc, around each slice; Linux), and
 // this process's (the client side). Usage: npm run build && node bench/floors.mjs
+// FLOORS_PEERS: peer libraries measured on one node in the same slices, through their bench
+// adapters (bench/adapters, each with its own client), default `redis-semaphore/default` (the
+// peer with the cheapest sequential pair in scenario 4); `none` for none. The last lines print
+// latchkey's one-node p50 over each floor's and each peer's.
 // BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default); LATCHKEY_DIST: another build;
 // BENCH_WARMUP_MS: untimed pairs per contender before the slices (default 1000 ms).
 import { clientsLine, importIoredis } from './lib/clients.mjs';
@@ -37,6 +41,15 @@ try {
   const single = createLocks({ redis: clients[0], prefix: 'floor1:' });
   const redlock = createLocks({ redlock: clients, prefix: 'floor5:' });
 
+  const peerNames = (process.env.FLOORS_PEERS ?? 'redis-semaphore/default').split(',').map((p) => p.trim()).filter((p) => p && p !== 'none');
+  const peers = [];
+  for (const spec of peerNames) {
+    const [name, variant = 'default'] = spec.split('/');
+    const { create } = await import(`./adapters/${name}.mjs`);
+    const lib = await create({ url: `redis://127.0.0.1:${servers[0].port}`, key: 'floor1:peer', variant, ttl: TTL });
+    peers.push({ label: `1 node: ${name} ${variant}`, lib });
+  }
+
   const minimalLock = async (nodes, key, how) => (await smallestLock(nodes, key, how))();
   const contenders = {
     '1 node: 2 x PING': () => twoPings(clients.slice(0, 1)),
@@ -44,6 +57,7 @@ try {
     '1 node: smallest lock, SET NX in a script': () => minimalLock(clients.slice(0, 1), 'floor1:min', 'scripted'),
     '1 node: smallest lock with a clock fence': () => minimalLock(clients.slice(0, 1), 'floor1:min', 'clock-fenced'),
     '1 node: latchkey': async () => (await single.acquire('k', { ttl: TTL })).release(),
+    ...Object.fromEntries(peers.map(({ label, lib }) => [label, async () => lib.release(await lib.acquire('floor1:peer'))])),
     '5 nodes: 2 x PING': () => twoPings(clients),
     '5 nodes: smallest lock': () => minimalLock(clients, 'floor5:min'),
     '5 nodes: smallest lock, SET NX in a script': () => minimalLock(clients, 'floor5:min', 'scripted'),
@@ -96,7 +110,13 @@ try {
       `| ${name} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${(s.p50 / ping1.p50).toFixed(2)} | ${one ? (s.p50 / one.p50).toFixed(2) : ''} | ${one ? (s.p99 / one.p99).toFixed(2) : ''} | ${(serverCpu[name] / s.n).toFixed(0)} | ${(clientCpu[name] / s.n).toFixed(0)} | ${s.n} |`,
     );
   }
+  const mine = stat('1 node: latchkey').p50;
+  console.log('');
+  for (const name of Object.keys(contenders).filter((n) => n.startsWith('1 node') && n !== '1 node: latchkey')) {
+    console.log(`latchkey one-node p50 / ${name.slice('1 node: '.length)}: ${(mine / stat(name).p50).toFixed(2)}x`);
+  }
   await single.close();
+  for (const { lib } of peers) await lib.close();
   await redlock.close();
 } finally {
   for (const c of clients) c.disconnect();
