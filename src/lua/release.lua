@@ -75,15 +75,19 @@ end
 
 if newToken == '' or ARGV[6] == '1' then
   -- Entries passed over (see below) stay in the queue, ahead of the one looked at next. The
-  -- queue and the alive hash are counted so that neither is read again once emptied (deleted).
+  -- common case reads the head and its state at once: two commands, no count first. But a key
+  -- this script deleted is not named again: while the lock's slot migrates (Redis Cluster), a
+  -- script on the source node may not name a key that is missing there, one it deleted itself
+  -- included (every key it names existed when it started, or the node refused the call). So the
+  -- queue and the alive hash are counted before an entry is dropped (the rare path), and neither
+  -- is read again once emptied.
   local skip = 0
-  local queued = redis.call('ZCARD', queueKey)
-  local alive = queued > 0 and redis.call('HLEN', aliveKey) or 0
+  local queueLeft, aliveLeft = true, true
   for _ = 1, 100 do
-    if skip >= queued then break end
+    if not queueLeft then break end
     local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
     if not head then break end
-    local entry = alive > 0 and redis.call('HGET', aliveKey, head) or nil
+    local entry = aliveLeft and redis.call('HGET', aliveKey, head) or nil
     now = now or redis.call('TIME')
     local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     local deadline, ttl, token, passed = string.match(entry or '', '^(%d+) (%d+) (%x+)(.*)$')
@@ -96,7 +100,7 @@ if newToken == '' or ARGV[6] == '1' then
       -- previous holder's. (Numbers passed to redis.call as arguments are written in full.)
       if redis.call(publish, inbox, head .. ' ' .. string.format('%.0f', fence)) > 0 then
         redis.call('ZREM', queueKey, head)
-        if alive > 0 then redis.call('HDEL', aliveKey, head) end
+        if aliveLeft then redis.call('HDEL', aliveKey, head) end
         return 1
       end
       -- Nobody listens on its inbox: its process is gone, or it is between two subscriptions
@@ -110,8 +114,12 @@ if newToken == '' or ARGV[6] == '1' then
     if keep then
       skip = skip + 1
     else
-      queued = queued - redis.call('ZREM', queueKey, head)
-      if alive > 0 then alive = alive - redis.call('HDEL', aliveKey, head) end
+      queueLeft = redis.call('ZCARD', queueKey) > 1
+      redis.call('ZREM', queueKey, head)
+      if aliveLeft then
+        local alive = redis.call('HLEN', aliveKey)
+        aliveLeft = alive - redis.call('HDEL', aliveKey, head) > 0
+      end
     end
   end
   if newToken == '' then
