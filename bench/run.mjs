@@ -2,7 +2,8 @@
 // Usage: npm run bench   (= npm run build && node bench/run.mjs)
 // Env: BENCH_SECONDS (default 10) per timing pass, BENCH_RT_SECONDS (default 3) per round-trip
 // pass, BENCH_ONLY=substr[,substr] to pick libraries/variants, BENCH_SCENARIO=name[,name],
-// BENCH_CLIENTS=6|5 for the client majors (lib/clients.mjs; 6 by default).
+// BENCH_CLIENTS=6|5 for the client majors (lib/clients.mjs; 6 by default), BENCH_REPEAT (default
+// 1) passes of every row, alternating in order, each figure the median of its row's passes.
 // Tables go to stdout, progress to stderr, everything to bench/results/latest.json.
 // See bench/README.md for what each figure means.
 // The scenarios themselves are in lib/scenarios.mjs, the worker processes' plumbing in
@@ -68,6 +69,9 @@ const SCENARIOS = wantedScenarios.length
   : SCENARIO_NAMES;
 
 const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
+// Passes of every row per scenario (see main); the figures are their medians.
+const REPEAT = Math.max(1, Number(process.env.BENCH_REPEAT || 1));
+let scenarioEnv;
 
 // ---------------------------------------------------------------------------------------------
 // Reporting
@@ -203,6 +207,46 @@ function version(pkg) {
   }
 }
 
+/** One row's timing and round-trip passes in `scenario`: its entry (metrics, or the error). */
+async function runRow(scenario, row) {
+  const { admin } = scenarioEnv;
+  const entry = { label: row.label, adapter: row.adapter, variant: row.variant, ours: row.ours };
+  try {
+    const passes = {};
+    for (const pass of ['timing', 'rt']) {
+      await admin.flushall();
+      await admin.script('FLUSH');
+      const t = Date.now();
+      passes[pass] = await RUNNERS[scenario](row, pass);
+      log(`  ${row.label.padEnd(30)} ${pass.padEnd(6)} ${((Date.now() - t) / 1000).toFixed(1).padStart(5)} s  ${brief(scenario, pass, passes[pass])}`);
+    }
+    // Timing figures from the direct pass, round-trip figures from the proxied pass.
+    const rtKeys = ['rt', 'rtPerAcq', 'rtPerSec', 'drainRt', 'drainRtPerAcq', 'rtSequential', 'rtPerPair', 'rtParallel', 'rtPerPairParallel'];
+    const metrics = { ...passes.timing };
+    for (const k of rtKeys) if (k in passes.rt) metrics[k] = passes.rt[k];
+    metrics.errors = mergeErrors(passes.timing.errors, passes.rt.errors);
+    Object.assign(entry, { metrics, passes });
+  } catch (error) {
+    entry.error = String(error?.message ?? error);
+    log(`  ${row.label.padEnd(30)} ERROR ${entry.error}`);
+  }
+  return entry;
+}
+
+/** One row's entry from its BENCH_REPEAT passes: the median of each numeric figure over the passes that ran. */
+function medianEntry(entries) {
+  const ok = entries.filter((e) => !e.error);
+  if (ok.length <= 1) return ok[0] ?? entries[0];
+  const metrics = { ...ok[0].metrics };
+  for (const [key, value] of Object.entries(metrics)) {
+    if (typeof value !== 'number') continue;
+    const values = ok.map((e) => e.metrics[key]).filter((v) => typeof v === 'number' && !Number.isNaN(v)).sort((a, b) => a - b);
+    const mid = values.length >> 1;
+    metrics[key] = values.length % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+  }
+  return { ...ok[0], metrics, repeats: ok.map((e) => e.metrics) };
+}
+
 async function main() {
   if (!ROWS.length) throw new Error(`BENCH_ONLY=${process.env.BENCH_ONLY} matches no library; try one of: ${ALL_ROWS.map((r) => r.label).join(', ')}`);
   const redis = await startRedisServer();
@@ -215,14 +259,15 @@ async function main() {
   const proxy = await startCountingProxy(redis.port);
   const { Redis } = await importIoredis();
   const admin = new Redis(redis.url);
-  setScenarioEnv({ directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin });
+  scenarioEnv = { directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin };
+  setScenarioEnv(scenarioEnv);
   const info = await admin.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(info)?.[1];
 
   // Seconds per row: both passes plus about 1.5 s of process start-up and shutdown per pass
   // (8 processes in scenario 1: about 4 s), plus the drain in scenario 3.
   const perRow = { handoff: SECONDS + RT_SECONDS + 8, inprocess: SECONDS + RT_SECONDS + 3, idle: Math.min(SECONDS, HOLD_CAP_SECONDS) + RT_SECONDS + 5, uncontended: SECONDS + RT_SECONDS + 3 };
-  const estimate = ROWS.length * SCENARIOS.reduce((s, name) => s + perRow[name], 0);
+  const estimate = REPEAT * ROWS.length * SCENARIOS.reduce((s, name) => s + perRow[name], 0);
   log(`latchkey bench: redis-server ${redisVersion} pid ${redis.pid} on 127.0.0.1:${redis.port}, counting proxy on :${proxy.port}`);
   log(clientsLine());
   log(`${ROWS.length} rows × ${SCENARIOS.length} scenarios, ${SECONDS} s timing + ${RT_SECONDS} s round-trip passes: roughly ${Math.ceil(estimate / 60)} min`);
@@ -231,31 +276,16 @@ async function main() {
   const started = Date.now();
   try {
     for (const scenario of SCENARIOS) {
-      const rows = [];
       log(`\n[${scenario}] ${TITLES[scenario]}`);
-      for (const row of ROWS) {
-        const entry = { label: row.label, adapter: row.adapter, variant: row.variant, ours: row.ours };
-        try {
-          const passes = {};
-          for (const pass of ['timing', 'rt']) {
-            await admin.flushall();
-            await admin.script('FLUSH');
-            const t = Date.now();
-            passes[pass] = await RUNNERS[scenario](row, pass);
-            log(`  ${row.label.padEnd(30)} ${pass.padEnd(6)} ${((Date.now() - t) / 1000).toFixed(1).padStart(5)} s  ${brief(scenario, pass, passes[pass])}`);
-          }
-          // Timing figures from the direct pass, round-trip figures from the proxied pass.
-          const rtKeys = ['rt', 'rtPerAcq', 'rtPerSec', 'drainRt', 'drainRtPerAcq', 'rtSequential', 'rtPerPair', 'rtParallel', 'rtPerPairParallel'];
-          const metrics = { ...passes.timing };
-          for (const k of rtKeys) if (k in passes.rt) metrics[k] = passes.rt[k];
-          metrics.errors = mergeErrors(passes.timing.errors, passes.rt.errors);
-          Object.assign(entry, { metrics, passes });
-        } catch (error) {
-          entry.error = String(error?.message ?? error);
-          log(`  ${row.label.padEnd(30)} ERROR ${entry.error}`);
-        }
-        rows.push(entry);
+      // BENCH_REPEAT passes of every row, the order reversed on every other one, so that the
+      // machine's noise at one moment does not fall on one library alone: each row's figures are
+      // the medians of its passes.
+      const passesOf = new Map(ROWS.map((row) => [row, []]));
+      for (let rep = 0; rep < REPEAT; rep++) {
+        if (REPEAT > 1) log(`  (pass ${rep + 1} of ${REPEAT})`);
+        for (const row of rep % 2 === 0 ? ROWS : [...ROWS].reverse()) passesOf.get(row).push(await runRow(scenario, row));
       }
+      const rows = ROWS.map((row) => medianEntry(passesOf.get(row)));
       results.scenarios[scenario] = { title: TITLES[scenario], rows, ratios: ratios(scenario, rows) };
     }
   } finally {
