@@ -1,3 +1,4 @@
+import { settleBy } from '../deadlines.js';
 import type { LockKeys } from '../keys.js';
 
 /** One sharded inbox channel, as {@link followTopology} sees it. */
@@ -40,6 +41,14 @@ export const INBOX_AUDIT_MS = 5000;
  */
 export const RESUBSCRIBE_FIRST_MS = 25;
 export const RESUBSCRIBE_MAX_MS = 250;
+/**
+ * How long a check waits for one probe or one resubscribe, ms. A client may not settle a call
+ * sent while its view of the cluster is stale (ioredis 5 leaves an SSUBSCRIBE sent to a node of
+ * another shard unanswered), and a check that waited for it stopped recovering its channels: a
+ * probe not answered by then counts as unheard, a resubscribe as sent, and the check goes on, on
+ * its own clock. A channel's next resubscribe waits until its last one settled.
+ */
+export const TOPOLOGY_CALL_MS = 1000;
 
 /**
  * Keeps a Cluster inbox's sharded subscriptions on the masters that own their channels' slots.
@@ -70,6 +79,24 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
       timer.unref();
     });
 
+  /** The resubscribes sent and not settled yet, by channel (see {@link TOPOLOGY_CALL_MS}). */
+  const resubscribing = new Map<string, Promise<void>>();
+  const bounded = <T>(call: Promise<T>, what: string): Promise<T> =>
+    settleBy(call, performance.now() + TOPOLOGY_CALL_MS, () => new Error(`inbox ${what}: no reply in ${TOPOLOGY_CALL_MS} ms`));
+
+  /** Subscribes `channel` again unless its last resubscribe is still in flight; resolves within TOPOLOGY_CALL_MS. */
+  function resubscribe(channel: string): Promise<void> {
+    let call = resubscribing.get(channel);
+    if (!call) {
+      call = hooks.resubscribe(channel).then(
+        () => void resubscribing.delete(channel),
+        () => void resubscribing.delete(channel),
+      );
+      resubscribing.set(channel, call);
+    }
+    return bounded(call, 'resubscribe').catch(() => {});
+  }
+
   /** Probes the channels; returns those nobody listens on at their master (or whose probe failed). */
   async function probeAll(only?: ReadonlySet<string>): Promise<{ lost: string[]; recovered: boolean }> {
     const lost: string[] = [];
@@ -78,7 +105,7 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
     for (const [channel, entry] of hooks.channels()) {
       if (entry.count <= 0 || !entry.subscribed || (only && !only.has(channel))) continue;
       probes.push(
-        hooks.probe(entry.keys, channel).then(
+        bounded(hooks.probe(entry.keys, channel), 'probe').then(
           (count) => {
             if (count > 0) {
               if (!entry.ready) {
@@ -114,7 +141,7 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
     let delay = RESUBSCRIBE_FIRST_MS;
     while (lost.length > 0 && !closed) {
       hooks.refresh();
-      await Promise.all(lost.map((channel) => hooks.resubscribe(channel).catch(() => {})));
+      await Promise.all(lost.map(resubscribe));
       await pause(delay);
       if (closed) return;
       delay = Math.min(delay * 2, RESUBSCRIBE_MAX_MS);
