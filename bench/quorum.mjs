@@ -261,14 +261,12 @@ function report(rows) {
       console.log(`| ${r.library} | error: ${r.error} |${' |'.repeat(8)}`);
       continue;
     }
-    if (!r.hung2) {
-      console.log(`| ${r.library} | ${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)} | | | |`);
-      continue;
-    }
-    const hung2 = r.hung2.map((p) => (p.hung ? 'never returns' : `${p.ok ? '' : 'error '}${p.ms.toFixed(0)} ms`)).join(', ');
-    console.log(
-      `| ${r.library} | ${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)} | ${hung2} | ${r.hung3.outcome}, ${r.hung3.ms.toFixed(0)} ms | ${r.keysLeft} |`,
-    );
+    const latency = `${f(r.one.p50)} | ${f(r.five.p50)} | ${(r.five.p50 / r.one.p50).toFixed(2)} | ${f(r.one.p99)} | ${f(r.five.p99)} | ${(r.five.p99 / r.one.p99).toFixed(2)}`;
+    // A floor has the latency pass (a) only.
+    const hung = r.hung2
+      ? `${r.hung2.map((p) => (p.hung ? 'never returns' : `${p.ok ? '' : 'error '}${p.ms.toFixed(0)} ms`)).join(', ')} | ${r.hung3.outcome}, ${r.hung3.ms.toFixed(0)} ms | ${r.keysLeft}`
+      : ' | | ';
+    console.log(`| ${r.library} | ${latency} | ${hung} |`);
   }
   mkdirSync(path.join(here, 'results'), { recursive: true });
   const meta = { date: new Date().toISOString(), node: process.version, seconds: SECONDS, clients: { major: CLIENTS.major, ioredis: CLIENTS.ioredis }, latchkey: process.env.LATCHKEY_DIST ?? 'dist/' };

@@ -71,7 +71,6 @@ const SCENARIOS = wantedScenarios.length
 const log = (...args) => process.stderr.write(`${args.join(' ')}\n`);
 // Passes of every row per scenario (see main); the figures are their medians.
 const REPEAT = Math.max(1, Number(process.env.BENCH_REPEAT || 1));
-let scenarioEnv;
 
 // ---------------------------------------------------------------------------------------------
 // Reporting
@@ -207,9 +206,8 @@ function version(pkg) {
   }
 }
 
-/** One row's timing and round-trip passes in `scenario`: its entry (metrics, or the error). */
-async function runRow(scenario, row) {
-  const { admin } = scenarioEnv;
+/** One row's timing and round-trip passes in `scenario` (`admin` empties the server before each): its entry (metrics, or the error). */
+async function runRow(scenario, row, admin) {
   const entry = { label: row.label, adapter: row.adapter, variant: row.variant, ours: row.ours };
   try {
     const passes = {};
@@ -259,8 +257,7 @@ async function main() {
   const proxy = await startCountingProxy(redis.port);
   const { Redis } = await importIoredis();
   const admin = new Redis(redis.url);
-  scenarioEnv = { directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin };
-  setScenarioEnv(scenarioEnv);
+  setScenarioEnv({ directUrl: redis.url, proxyUrl: `redis://127.0.0.1:${proxy.port}`, proxy, admin });
   const info = await admin.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(info)?.[1];
 
@@ -283,7 +280,7 @@ async function main() {
       const passesOf = new Map(ROWS.map((row) => [row, []]));
       for (let rep = 0; rep < REPEAT; rep++) {
         if (REPEAT > 1) log(`  (pass ${rep + 1} of ${REPEAT})`);
-        for (const row of rep % 2 === 0 ? ROWS : [...ROWS].reverse()) passesOf.get(row).push(await runRow(scenario, row));
+        for (const row of rep % 2 === 0 ? ROWS : [...ROWS].reverse()) passesOf.get(row).push(await runRow(scenario, row, admin));
       }
       const rows = ROWS.map((row) => medianEntry(passesOf.get(row)));
       results.scenarios[scenario] = { title: TITLES[scenario], rows, ratios: ratios(scenario, rows) };

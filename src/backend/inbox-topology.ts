@@ -1,3 +1,4 @@
+import { now } from '../clock.js';
 import { settleBy } from '../deadlines.js';
 import type { LockKeys } from '../keys.js';
 
@@ -82,7 +83,7 @@ export function followTopology(hooks: TopologyHooks, auditMs = INBOX_AUDIT_MS): 
   /** The resubscribes sent and not settled yet, by channel (see {@link TOPOLOGY_CALL_MS}). */
   const resubscribing = new Map<string, Promise<void>>();
   const bounded = <T>(call: Promise<T>, what: string): Promise<T> =>
-    settleBy(call, performance.now() + TOPOLOGY_CALL_MS, () => new Error(`inbox ${what}: no reply in ${TOPOLOGY_CALL_MS} ms`));
+    settleBy(call, now() + TOPOLOGY_CALL_MS, () => new Error(`inbox ${what}: no reply in ${TOPOLOGY_CALL_MS} ms`));
 
   /** Subscribes `channel` again unless its last resubscribe is still in flight; resolves within TOPOLOGY_CALL_MS. */
   function resubscribe(channel: string): Promise<void> {
