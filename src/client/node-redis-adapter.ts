@@ -1,3 +1,4 @@
+import { now } from '../clock.js';
 import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
@@ -43,6 +44,9 @@ interface NodeRedisSlots {
  * moves a subscription there) or went away (a node dropped from the slot map after a failover).
  */
 const TOPOLOGY_EVENTS = ['node-ready', 'node-disconnect', 'sharded-channel-moved-error'] as const;
+
+/** The least time between two rediscoveries a Cluster subscriber asks node-redis for, ms (see refreshTopology). */
+const REDISCOVER_MS = 1000;
 
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
   return hasMethods(client, 'evalSha', 'sendCommand', 'duplicate');
@@ -95,6 +99,8 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
   const reconnectListeners: Array<() => void> = [];
   const messageListeners: Array<(channel: string, message: string) => void> = [];
   const channels = new Set<string>();
+  let rediscovering = false;
+  let lastRediscovery = -Infinity;
   sub.on(cluster ? 'node-ready' : 'ready', () => {
     if (!connectedOnce) return;
     for (const l of reconnectListeners) l();
@@ -130,9 +136,17 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
             for (const event of TOPOLOGY_EVENTS) sub.on(event, listener);
           },
           refreshTopology: () => {
+            // One rediscovery at a time, at most one a second: each one has node-redis resubscribe
+            // all its sharded channels from an event listener whose rejection nobody can catch
+            // (node-redis 6 throws there when a slot has no master in its map yet).
+            if (rediscovering || now() - lastRediscovery < REDISCOVER_MS) return;
+            lastRediscovery = now();
             // node-redis 5's rediscover reads the slots from the client it is given; 6's from any.
             const slots = (sub as unknown as { _slots?: NodeRedisSlots })._slots;
-            slots?.rediscover?.(slots.masters?.find((m) => m.client)?.client).catch(() => {});
+            const call = slots?.rediscover?.(slots.masters?.find((m) => m.client)?.client);
+            if (!call) return;
+            rediscovering = true;
+            call.catch(() => {}).finally(() => (rediscovering = false));
           },
           // node-redis sends SSUBSCRIBE only for a channel its node client has no listener for:
           // one that Redis dropped, or that sits on a demoted master, is left first.
