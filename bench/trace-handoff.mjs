@@ -13,6 +13,9 @@
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
 // the repository). BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default).
+// Marks inside the lock phase: a build whose code calls `globalThis.__latchkeyMark?.('name')` (a
+// copy in bench/dist-a with calls added by hand, never committed) gets, per mark, the p50 and p99
+// of its time after the 'message' event that handed the lock over, in the hand-offs it marked.
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
@@ -62,13 +65,19 @@ if (process.argv[2] === '--worker') {
     return copy;
   };
   const client = new Redis(Number(port), '127.0.0.1');
-  const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite]
+  const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite, marks]
+  let marks = {};
+  globalThis.__latchkeyMark = (name) => {
+    marks[name] = now();
+  };
   const hold = () => {
     const record = [now(), lastData, lastMessage];
+    const marked = marks;
+    marks = {};
     spin(1);
     record.push(now());
     watching = true;
-    return record;
+    return Object.assign(record, { marked });
   };
   if (kind === 'ring') {
     const ring = await joinRing(client, i, PROCESSES);
@@ -78,7 +87,7 @@ if (process.argv[2] === '--worker') {
         const token = await ring.turn();
         const record = hold();
         const passed = ring.pass(token);
-        record.push(firstWrite);
+        record.push(firstWrite, record.marked);
         records.push(record);
         await passed;
         if (now() > Number(endAt)) break;
@@ -97,7 +106,7 @@ if (process.argv[2] === '--worker') {
       const lease = await locks.acquire('k', { ttl: 10_000 });
       const record = hold();
       await lease.release(); // its write goes out on the next tick (latchkey coalesces writes)
-      record.push(firstWrite);
+      record.push(firstWrite, record.marked);
       records.push(record);
     }
     await locks.close();
@@ -111,6 +120,7 @@ if (process.argv[2] === '--worker') {
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
   const phases = { ring: [], latchkey: [] };
+  const markTimes = new Map(); // mark -> its times after the 'message' event, ms
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const kind of ['ring', 'latchkey']) {
@@ -119,9 +129,12 @@ if (process.argv[2] === '--worker') {
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
         const all = messages.flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
         for (let k = 1; k < all.length; k++) {
-          const [acquiredAt, data, message, , , holder] = all[k];
-          const [, , , releaseAt, write, previous] = all[k - 1];
+          const [acquiredAt, data, message, , , marked, holder] = all[k];
+          const [, , , releaseAt, write, , previous] = all[k - 1];
           if (acquiredAt < startAt + WARMUP_MS || holder === previous || !write) continue;
+          for (const [name, at] of Object.entries(marked ?? {})) {
+            if (at >= message && at <= acquiredAt) markTimes.set(name, [...(markTimes.get(name) ?? []), at - message]);
+          }
           phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, total: acquiredAt - releaseAt });
         }
       }
@@ -138,5 +151,10 @@ if (process.argv[2] === '--worker') {
       return `${µs(s.p50)} / ${µs(s.p99)}`;
     };
     console.log(`| ${kind === 'ring' ? 'ring (the smallest lock)' : 'latchkey'} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('total')} |`);
+  }
+  if (markTimes.size > 0) {
+    console.log('\n| mark (after the message event), µs | n | p50 | p99 |\n| --- | --: | --: | --: |');
+    const byMedian = [...markTimes].map(([name, times]) => [name, times.length, summarize(times)]).sort((a, b) => a[2].p50 - b[2].p50);
+    for (const [name, n, s] of byMedian) console.log(`| ${name} | ${n} | ${µs(s.p50)} | ${µs(s.p99)} |`);
   }
 }

@@ -14,9 +14,14 @@ import type { ClusterNode, RedisCluster } from './redis-cluster.js';
 
 export type ClusterClientName = 'ioredis' | 'ioredis5' | 'node-redis' | 'glide';
 
-/** The bound on a wake-up after a release once the topology has settled, ms, and the slack a loaded 2-core machine gets on top. */
+/**
+ * The bound on a wake-up after a release once the topology has settled, ms, and the slack a loaded
+ * 2-core machine gets on top (a run beside four busy loops took 88 ms once, where 1-17 ms is usual):
+ * far below what would wake a waiter whose notification was lost (the inbox's 5 s check, the 60 s
+ * recheck of these tests).
+ */
 export const WAKE_BOUND_MS = 50;
-export const WAKE_SLACK_MS = 25;
+export const WAKE_SLACK_MS = 100;
 
 /**
  * For the clients whose inbox learns of a move at once (GLIDE through latchkey's watch of its
