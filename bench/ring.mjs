@@ -10,6 +10,9 @@
 // A process that wants the lock again after its release joins the list, one round trip while
 // another process's wake-up is under way: what any first-come-first-served lock pays here, and
 // the ring does not (its order is fixed in advance).
+// And `scripts`: latchkey's own acquire.lua and release.lua called straight through ioredis, with
+// nothing around them (lib/ring.mjs, joinScripts): the floor of a lock with latchkey's guarantees
+// (a fence that survives data loss, queue entries that expire with their process).
 //
 // Next to it, in the same run (passes alternating, PASSES each, default 2), the same loop with
 // latchkey and the peers through their bench adapters (RING_WITH, default: every library's
@@ -25,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { joinQueue, joinRing, runWorkers } from './lib/ring.mjs';
+import { joinQueue, joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
@@ -63,8 +66,8 @@ if (process.argv[2] === '--worker') {
     })();
     // Process 0 starts the ring once every process listens (the parent says so).
     if (i === 0) process.once('message', () => void ring.start());
-  } else if (kind === 'queue') {
-    const queue = await joinQueue(client, i);
+  } else if (kind === 'queue' || kind === 'scripts') {
+    const queue = await (kind === 'queue' ? joinQueue : joinScripts)(client, i);
     process.send({ ready: true });
     await new Promise((resolve) => process.once('message', resolve));
     done = (async () => {
@@ -114,7 +117,7 @@ if (process.argv[2] === '--worker') {
   console.log(clientsLine(used));
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
-  const results = Object.fromEntries(['ring', 'queue', ...RING_WITH].map((kind) => [kind, []]));
+  const results = Object.fromEntries(['ring', 'queue', 'scripts', ...RING_WITH].map((kind) => [kind, []]));
   try {
     for (let pass = 0; pass < PASSES; pass++) {
       for (const kind of Object.keys(results)) {
@@ -148,11 +151,18 @@ if (process.argv[2] === '--worker') {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
-  console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | hand-off p50 ms | hand-off p99 ms | same holder again |`);
-  console.log('| --- | --: | --: | --: | --: |');
+  const labels = {
+    ring: 'ring: the smallest lock passed between processes',
+    queue: 'queue: the smallest fair lock passed between processes',
+    scripts: "scripts: latchkey's acquire.lua and release.lua, nothing around them",
+  };
+  // Ratios per pass (a row against the ring of the same pass), then their median.
+  const ratio = (kind, f) => median(results[kind].map((r, pass) => f(r) / f(results.ring[pass])));
+  console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | hand-off p50 ms | hand-off p99 ms | p50 / ring | p99 / ring | same holder again |`);
+  console.log('| --- | --: | --: | --: | --: | --: | --: |');
   for (const [kind, rows] of Object.entries(results)) {
-    const label = kind === 'ring' ? 'ring: the smallest lock passed between processes' : kind === 'queue' ? 'queue: the smallest fair lock passed between processes' : kind;
     const m = (f) => median(rows.map(f));
-    console.log(`| ${label} | ${m((r) => r.acqPerSecond).toFixed(0)} | ${m((r) => r.p50).toFixed(3)} | ${m((r) => r.p99).toFixed(3)} | ${(100 * m((r) => r.same)).toFixed(0)} % |`);
+    const ratios = `${ratio(kind, (r) => r.p50).toFixed(2)} | ${ratio(kind, (r) => r.p99).toFixed(2)}`;
+    console.log(`| ${labels[kind] ?? kind} | ${m((r) => r.acqPerSecond).toFixed(0)} | ${m((r) => r.p50).toFixed(3)} | ${m((r) => r.p99).toFixed(3)} | ${ratios} | ${(100 * m((r) => r.same)).toFixed(0)} % |`);
   }
 }

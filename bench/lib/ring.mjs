@@ -2,6 +2,8 @@
 // processes: process i always hands to i + 1), and the passes both run: worker processes forked
 // together, started together, their records collected.
 import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { baseString } from './clock.mjs';
 
@@ -93,6 +95,45 @@ export async function joinQueue(client, i) {
       resolveGrant = undefined;
     },
     release: () => client.queueRelease('queue', 'queue:waiting', me, 'queue:'),
+    leave: () => sub.disconnect(),
+  };
+}
+
+/**
+ * The smallest client of latchkey's own scripts (bench/ring.mjs's `scripts` row): acquire.lua
+ * with the queue's keys (a waiter entry with an expiry, a fence) and release.lua (a grant to the
+ * first live waiter, a fence from the server's clock, a message to its inbox), called straight
+ * through ioredis: no manager, no in-process queue, no keeper, no timers. What latchkey's
+ * guarantees cost on this machine with no library code around them: its hand-off can be no faster.
+ */
+export async function joinScripts(client, i) {
+  const lua = (name) => readFileSync(new URL(`../../src/lua/${name}.lua`, import.meta.url), 'utf8');
+  const sub = client.duplicate();
+  client.defineCommand('lkAcquire', { numberOfKeys: 4, lua: lua('acquire') });
+  client.defineCommand('lkRelease', { numberOfKeys: 4, lua: lua('release') });
+  await client.ping();
+  if (sub.status !== 'ready') await once(sub, 'ready');
+  const keys = ['scripts', 'scripts:fence', 'scripts:queue', 'scripts:alive'];
+  const inbox = `p${i}`;
+  const member = `${inbox}:1`;
+  // A grant may arrive before the reply that queued this process (two connections).
+  let granted = false;
+  let resolveGrant;
+  sub.on('message', () => {
+    granted = true;
+    resolveGrant?.();
+  });
+  await sub.subscribe(`scripts:inbox:${inbox}`);
+  let token;
+  return {
+    acquire: async () => {
+      token = `0000000${i}${randomBytes(16).toString('hex')}`;
+      if (typeof (await client.lkAcquire(...keys, token, 10_000, '', member, 30_000)) === 'number') return;
+      if (!granted) await new Promise((resolve) => (resolveGrant = resolve));
+      granted = false;
+      resolveGrant = undefined;
+    },
+    release: () => client.lkRelease(...keys, token, 'scripts:inbox:'),
     leave: () => sub.disconnect(),
   };
 }
