@@ -1,6 +1,7 @@
 // Where a hand-off between processes spends its time: scenario 1's loop (8 processes, one key, 1 ms
 // of busy work while holding), once with the smallest lock that passes between processes (the
-// ring of bench/ring.mjs) and once with latchkey, ROUNDS times each (default 2), BENCH_SECONDS
+// ring of bench/ring.mjs), once with latchkey's scripts and nothing around them (its `scripts`
+// row) and once with latchkey, ROUNDS times each (default 2), BENCH_SECONDS
 // each (default 4). Every worker timestamps its own socket traffic (net.Socket's write, uncork
 // and 'data' events, and its subscriber connection's 'message' events; one monotonic clock for
 // all processes), and each hand-off to another process is cut into four phases:
@@ -22,7 +23,7 @@ import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, spin } from './lib/clock.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { joinRing, runWorkers } from './lib/ring.mjs';
+import { joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
@@ -96,6 +97,18 @@ if (process.argv[2] === '--worker') {
     })();
     if (i === 0) process.once('message', () => void ring.start());
     await loop;
+  } else if (kind === 'scripts') {
+    const lock = await joinScripts(client, i);
+    process.send('ready');
+    await new Promise((resolve) => process.once('message', resolve));
+    while (now() < Number(endAt)) {
+      await lock.acquire();
+      const record = hold();
+      await lock.release();
+      record.push(firstWrite, record.marked);
+      records.push(record);
+    }
+    lock.leave();
   } else {
     const { createLocks } = await import(latchkeyModule());
     const locks = createLocks({ redis: client, prefix: 'trace:' });
@@ -119,11 +132,11 @@ if (process.argv[2] === '--worker') {
   console.log(clientsLine(['ioredis']));
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
-  const phases = { ring: [], latchkey: [] };
+  const phases = { ring: [], scripts: [], latchkey: [] };
   const markTimes = new Map(); // mark -> its times after the 'message' event, ms
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      for (const kind of ['ring', 'latchkey']) {
+      for (const kind of Object.keys(phases)) {
         const startAt = now() + 1500;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
@@ -150,7 +163,8 @@ if (process.argv[2] === '--worker') {
       const s = summarize(rows.map((r) => r[name]));
       return `${µs(s.p50)} / ${µs(s.p99)}`;
     };
-    console.log(`| ${kind === 'ring' ? 'ring (the smallest lock)' : 'latchkey'} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('total')} |`);
+    const label = { ring: 'ring (the smallest lock)', scripts: "scripts (latchkey's Lua, nothing around it)", latchkey: 'latchkey' }[kind];
+    console.log(`| ${label} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('total')} |`);
   }
   if (markTimes.size > 0) {
     console.log('\n| mark (after the message event), µs | n | p50 | p99 |\n| --- | --: | --: | --: |');
