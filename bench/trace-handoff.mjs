@@ -10,6 +10,8 @@
 //              (the script in Redis, the message to the waiter, the waiter's wake-up)
 //   ioredis    that data -> the subscriber's 'message' event (the driver's parsing)
 //   lock       the 'message' event -> acquire() resolved (the lock library's own code)
+// and the CPU time (user + system, process.cpuUsage) the next holder's process spent in its lock
+// phase: time it ran, not time it waited for a core.
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
@@ -31,11 +33,18 @@ const ROUNDS = Number(process.env.ROUNDS || 2);
 const PROCESSES = 8;
 const WARMUP_MS = 1000;
 
+/** This process's CPU time so far (user + system), µs. */
+function cpuNow() {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
 if (process.argv[2] === '--worker') {
   const [, , , kind, port, index, endAt] = process.argv;
   const i = Number(index);
   let lastData = 0;
   let lastMessage = 0;
+  let cpuAtMessage = 0;
   let firstWrite = 0;
   let watching = false;
   const noteWrite = () => {
@@ -62,23 +71,27 @@ if (process.argv[2] === '--worker') {
   const duplicate = Redis.prototype.duplicate;
   Redis.prototype.duplicate = function (...args) {
     const copy = duplicate.apply(this, args);
-    copy.prependListener('message', () => (lastMessage = now()));
+    copy.prependListener('message', () => {
+      lastMessage = now();
+      cpuAtMessage = cpuNow();
+    });
     return copy;
   };
   const client = new Redis(Number(port), '127.0.0.1');
-  const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite, marks]
+  const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite, marks, lock CPU]
   let marks = {};
   globalThis.__latchkeyMark = (name) => {
     marks[name] = now();
   };
   const hold = () => {
     const record = [now(), lastData, lastMessage];
+    const lockCpu = (cpuNow() - cpuAtMessage) / 1000;
     const marked = marks;
     marks = {};
     spin(1);
     record.push(now());
     watching = true;
-    return Object.assign(record, { marked });
+    return Object.assign(record, { marked, lockCpu });
   };
   if (kind === 'ring') {
     const ring = await joinRing(client, i, PROCESSES);
@@ -88,7 +101,7 @@ if (process.argv[2] === '--worker') {
         const token = await ring.turn();
         const record = hold();
         const passed = ring.pass(token);
-        record.push(firstWrite, record.marked);
+        record.push(firstWrite, record.marked, record.lockCpu);
         records.push(record);
         await passed;
         if (now() > Number(endAt)) break;
@@ -105,7 +118,7 @@ if (process.argv[2] === '--worker') {
       await lock.acquire();
       const record = hold();
       await lock.release();
-      record.push(firstWrite, record.marked);
+      record.push(firstWrite, record.marked, record.lockCpu);
       records.push(record);
     }
     lock.leave();
@@ -119,7 +132,7 @@ if (process.argv[2] === '--worker') {
       const lease = await locks.acquire('k', { ttl: 10_000 });
       const record = hold();
       await lease.release(); // its write goes out on the next tick (latchkey coalesces writes)
-      record.push(firstWrite, record.marked);
+      record.push(firstWrite, record.marked, record.lockCpu);
       records.push(record);
     }
     await locks.close();
@@ -142,13 +155,13 @@ if (process.argv[2] === '--worker') {
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
         const all = messages.flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
         for (let k = 1; k < all.length; k++) {
-          const [acquiredAt, data, message, , , marked, holder] = all[k];
-          const [, , , releaseAt, write, , previous] = all[k - 1];
+          const [acquiredAt, data, message, , , marked, lockCpu, holder] = all[k];
+          const [, , , releaseAt, write, , , previous] = all[k - 1];
           if (acquiredAt < startAt + WARMUP_MS || holder === previous || !write) continue;
           for (const [name, at] of Object.entries(marked ?? {})) {
             if (at >= message && at <= acquiredAt) markTimes.set(name, [...(markTimes.get(name) ?? []), at - message]);
           }
-          phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, total: acquiredAt - releaseAt });
+          phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, lockCpu, total: acquiredAt - releaseAt });
         }
       }
     }
@@ -156,15 +169,15 @@ if (process.argv[2] === '--worker') {
     await server.stop();
   }
   const µs = (x) => String(Math.round(x * 1000)).padStart(5);
-  console.log(`| hand-offs to another process, µs | n | releaser p50/p99 | redis p50/p99 | ioredis p50/p99 | lock p50/p99 | total p50/p99 |`);
-  console.log('| --- | --: | --: | --: | --: | --: | --: |');
+  console.log(`| hand-offs to another process, µs | n | releaser p50/p99 | redis p50/p99 | ioredis p50/p99 | lock p50/p99 | lock CPU p50/p99 | total p50/p99 |`);
+  console.log('| --- | --: | --: | --: | --: | --: | --: | --: |');
   for (const [kind, rows] of Object.entries(phases)) {
     const cell = (name) => {
       const s = summarize(rows.map((r) => r[name]));
       return `${µs(s.p50)} / ${µs(s.p99)}`;
     };
     const label = { ring: 'ring (the smallest lock)', scripts: "scripts (latchkey's Lua, nothing around it)", latchkey: 'latchkey' }[kind];
-    console.log(`| ${label} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('total')} |`);
+    console.log(`| ${label} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('lockCpu')} | ${cell('total')} |`);
   }
   if (markTimes.size > 0) {
     console.log('\n| mark (after the message event), µs | n | p50 | p99 |\n| --- | --: | --: | --: |');
