@@ -12,6 +12,10 @@
 //   lock       the 'message' event -> acquire() resolved (the lock library's own code)
 // and the CPU time (user + system, process.cpuUsage) the next holder's process spent in its lock
 // phase: time it ran, not time it waited for a core.
+// TRACE_PROFILE=<dir> (e.g. /tmp/prof) profiles every worker (node --cpu-prof, a sample every 10
+// µs, in a new directory under <dir>) and prints, per row, the functions the next holder's process
+// ran in its lock phases: the profile's samples that fall between each 'message' event and the
+// acquire() it resolved (lib/lock-profile.mjs). The profiler slows every row down: compare shares.
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
@@ -19,12 +23,15 @@
 // Marks inside the lock phase: a build whose code calls `globalThis.__latchkeyMark?.('name')` (a
 // copy in bench/dist-a with calls added by hand, never committed) gets, per mark, the p50 and p99
 // of its time after the 'message' event that handed the lock over, in the hand-offs it marked.
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, spin } from './lib/clock.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { printProfile, profileWindows, windowsFile } from './lib/lock-profile.mjs';
 import { joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
 
@@ -32,6 +39,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS || 4);
 const ROUNDS = Number(process.env.ROUNDS || 2);
 const PROCESSES = 8;
 const WARMUP_MS = 1000;
+// TRACE_PROFILE=<dir>: the workers run with a V8 CPU profile in a new directory under <dir>.
+const PROFILE_DIR = process.env.TRACE_PROFILE;
 
 /** This process's CPU time so far (user + system), µs. */
 function cpuNow() {
@@ -79,12 +88,18 @@ if (process.argv[2] === '--worker') {
   };
   const client = new Redis(Number(port), '127.0.0.1');
   const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite, marks, lock CPU]
+  const windows = []; // [message, acquired] in µs of the monotonic clock, for TRACE_PROFILE
+  const base = process.env.BENCH_BASE ? Number(BigInt(process.env.BENCH_BASE) / 1000n) : 0;
+  let lastAcquired = 0;
   let marks = {};
   globalThis.__latchkeyMark = (name) => {
     marks[name] = now();
   };
   const hold = () => {
     const record = [now(), lastData, lastMessage];
+    // A lock phase when a message came since the last hold (not a lock taken by an attempt).
+    if (lastMessage > lastAcquired) windows.push([base + lastMessage * 1000, base + record[0] * 1000]);
+    lastAcquired = record[0];
     const lockCpu = (cpuNow() - cpuAtMessage) / 1000;
     const marked = marks;
     marks = {};
@@ -137,12 +152,20 @@ if (process.argv[2] === '--worker') {
     }
     await locks.close();
   }
+  const runDir = process.env.TRACE_PROFILE_RUN;
+  if (runDir) fs.writeFileSync(windowsFile(runDir, kind, process.pid), JSON.stringify(windows));
   process.send(records, () => {
     client.disconnect();
     process.exit(0);
   });
 } else {
   console.log(clientsLine(['ioredis']));
+  if (PROFILE_DIR) {
+    fs.mkdirSync(PROFILE_DIR, { recursive: true });
+    const runDir = fs.mkdtempSync(path.join(PROFILE_DIR, 'trace-'));
+    process.env.TRACE_PROFILE_RUN = runDir; // the workers inherit it
+    process.env.RING_NODE_ARGS = `--cpu-prof --cpu-prof-dir=${runDir} --cpu-prof-interval=10`;
+  }
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
   const phases = { ring: [], scripts: [], latchkey: [] };
@@ -183,5 +206,9 @@ if (process.argv[2] === '--worker') {
     console.log('\n| mark (after the message event), µs | n | p50 | p99 |\n| --- | --: | --: | --: |');
     const byMedian = [...markTimes].map(([name, times]) => [name, times.length, summarize(times)]).sort((a, b) => a[2].p50 - b[2].p50);
     for (const [name, n, s] of byMedian) console.log(`| ${name} | ${n} | ${µs(s.p50)} | ${µs(s.p99)} |`);
+  }
+  if (process.env.TRACE_PROFILE_RUN) {
+    const profiles = Object.keys(phases).map((kind) => [kind, profileWindows(process.env.TRACE_PROFILE_RUN, kind)]);
+    for (const [kind, result] of profiles) printProfile(`${kind}, lock phase (profiles in ${process.env.TRACE_PROFILE_RUN})`, result, profiles[0][1]);
   }
 }
