@@ -95,6 +95,7 @@ if (process.argv[2] === '--worker') {
   globalThis.__latchkeyMark = (name) => {
     marks[name] = now();
   };
+  /** The lock is held: its record so far, then 1 ms of work (the caller then releases and calls `note`). */
   const hold = () => {
     const record = [now(), lastData, lastMessage];
     // A lock phase when a message came since the last hold (not a lock taken by an attempt).
@@ -108,6 +109,11 @@ if (process.argv[2] === '--worker') {
     watching = true;
     return Object.assign(record, { marked, lockCpu });
   };
+  /** The release was sent: the record is complete. */
+  const note = (record) => {
+    record.push(firstWrite, record.marked, record.lockCpu);
+    records.push(record);
+  };
   if (kind === 'ring') {
     const ring = await joinRing(client, i, PROCESSES);
     process.send('ready');
@@ -116,8 +122,7 @@ if (process.argv[2] === '--worker') {
         const token = await ring.turn();
         const record = hold();
         const passed = ring.pass(token);
-        record.push(firstWrite, record.marked, record.lockCpu);
-        records.push(record);
+        note(record);
         await passed;
         if (now() > Number(endAt)) break;
       }
@@ -133,8 +138,7 @@ if (process.argv[2] === '--worker') {
       await lock.acquire();
       const record = hold();
       await lock.release();
-      record.push(firstWrite, record.marked, record.lockCpu);
-      records.push(record);
+      note(record);
     }
     lock.leave();
   } else {
@@ -147,8 +151,7 @@ if (process.argv[2] === '--worker') {
       const lease = await locks.acquire('k', { ttl: 10_000 });
       const record = hold();
       await lease.release(); // its write goes out on the next tick (latchkey coalesces writes)
-      record.push(firstWrite, record.marked, record.lockCpu);
-      records.push(record);
+      note(record);
     }
     await locks.close();
   }
@@ -182,7 +185,9 @@ if (process.argv[2] === '--worker') {
           const [, , , releaseAt, write, , , previous] = all[k - 1];
           if (acquiredAt < startAt + WARMUP_MS || holder === previous || !write) continue;
           for (const [name, at] of Object.entries(marked ?? {})) {
-            if (at >= message && at <= acquiredAt) markTimes.set(name, [...(markTimes.get(name) ?? []), at - message]);
+            if (at < message || at > acquiredAt) continue;
+            if (!markTimes.has(name)) markTimes.set(name, []);
+            markTimes.get(name).push(at - message);
           }
           phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, lockCpu, total: acquiredAt - releaseAt });
         }

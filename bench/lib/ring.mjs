@@ -73,29 +73,47 @@ export const QUEUE_RELEASE =
  * `leave()` closes the subscriber.
  */
 export async function joinQueue(client, i) {
-  const sub = client.duplicate();
   client.defineCommand('queueAcquire', { numberOfKeys: 2, lua: QUEUE_ACQUIRE });
   client.defineCommand('queueRelease', { numberOfKeys: 2, lua: QUEUE_RELEASE });
   await client.ping();
+  const inbox = await grantInbox(client, `queue:${i}`);
+  const me = String(i);
+  return {
+    acquire: async () => {
+      if ((await client.queueAcquire('queue', 'queue:waiting', me)) === 1) return;
+      const granted = inbox.next();
+      if (granted) await granted;
+    },
+    release: () => client.queueRelease('queue', 'queue:waiting', me, 'queue:'),
+    leave: () => inbox.close(),
+  };
+}
+
+/**
+ * A process's grants on `channel`, heard on a duplicate of the ioredis `client`: `next()` takes
+ * the grant that arrived already (a grant may arrive before the reply that queued the process:
+ * two connections) and returns undefined, or returns a promise of the next one; `close()`
+ * disconnects the subscriber.
+ */
+async function grantInbox(client, channel) {
+  const sub = client.duplicate();
+  // Subscribing before the connection's ready check has run makes ioredis send that check (INFO)
+  // in subscriber mode, which Redis refuses.
   if (sub.status !== 'ready') await once(sub, 'ready');
-  // A grant may arrive before the reply that queued this process (two connections).
   let granted = false;
   let resolveGrant;
   sub.on('message', () => {
     granted = true;
     resolveGrant?.();
   });
-  await sub.subscribe(`queue:${i}`);
-  const me = String(i);
+  await sub.subscribe(channel);
+  const taken = () => {
+    granted = false;
+    resolveGrant = undefined;
+  };
   return {
-    acquire: async () => {
-      if ((await client.queueAcquire('queue', 'queue:waiting', me)) === 1) return;
-      if (!granted) await new Promise((resolve) => (resolveGrant = resolve));
-      granted = false;
-      resolveGrant = undefined;
-    },
-    release: () => client.queueRelease('queue', 'queue:waiting', me, 'queue:'),
-    leave: () => sub.disconnect(),
+    next: () => (granted ? taken() : new Promise((resolve) => (resolveGrant = resolve)).then(taken)),
+    close: () => sub.disconnect(),
   };
 }
 
@@ -108,32 +126,22 @@ export async function joinQueue(client, i) {
  */
 export async function joinScripts(client, i) {
   const lua = (name) => readFileSync(new URL(`../../src/lua/${name}.lua`, import.meta.url), 'utf8');
-  const sub = client.duplicate();
   client.defineCommand('lkAcquire', { numberOfKeys: 4, lua: lua('acquire') });
   client.defineCommand('lkRelease', { numberOfKeys: 4, lua: lua('release') });
   await client.ping();
-  if (sub.status !== 'ready') await once(sub, 'ready');
   const keys = ['scripts', 'scripts:fence', 'scripts:queue', 'scripts:alive'];
-  const inbox = `p${i}`;
-  const member = `${inbox}:1`;
-  // A grant may arrive before the reply that queued this process (two connections).
-  let granted = false;
-  let resolveGrant;
-  sub.on('message', () => {
-    granted = true;
-    resolveGrant?.();
-  });
-  await sub.subscribe(`scripts:inbox:${inbox}`);
+  // A release tells waiter "<inbox>:<id>" on channel "scripts:inbox:<inbox>".
+  const member = `p${i}:1`;
+  const inbox = await grantInbox(client, `scripts:inbox:p${i}`);
   let token;
   return {
     acquire: async () => {
       token = `0000000${i}${randomBytes(16).toString('hex')}`;
       if (typeof (await client.lkAcquire(...keys, token, 10_000, '', member, 30_000)) === 'number') return;
-      if (!granted) await new Promise((resolve) => (resolveGrant = resolve));
-      granted = false;
-      resolveGrant = undefined;
+      const granted = inbox.next();
+      if (granted) await granted;
     },
     release: () => client.lkRelease(...keys, token, 'scripts:inbox:'),
-    leave: () => sub.disconnect(),
+    leave: () => inbox.close(),
   };
 }
