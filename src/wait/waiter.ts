@@ -1,19 +1,16 @@
 import { AsyncResource } from 'node:async_hooks';
-import type { AcquireReply } from '../backend/backend.js';
 import type { QuorumOutcome } from '../backend/quorum.js';
-import { isClientTimeout, isSlotRefusal } from '../client/script-client.js';
 import { now, validUntil } from '../clock.js';
 import { HolderSighting } from '../holder-names.js';
 import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
-import { attempt, type AttemptLimit } from './attempt.js';
-import type { Listener } from './inbox-listener.js';
 import { giveUpError, leaveAndGiveBack, noReplyError } from './give-up.js';
 import { sleep } from './sleep.js';
-import { nextDelay, refusalDelay, type WaitStrategyName } from './strategy.js';
+import { nextDelay, type WaitStrategyName } from './strategy.js';
 import { sleepKept, type KeptWaiter } from './queue-keeper.js';
 import type { Attempt, Grant, WaitContext } from './wait-context.js';
+import { sendAttempt, winOf, type AttemptingWaiter } from './waiter-attempt.js';
 
 /**
  * What a waiter is doing: `queued` in memory behind callers of its own process (a lock's local
@@ -32,7 +29,7 @@ export type WaiterSpec = Pick<Waiter, 'keys' | 'member' | 'token' | 'ttl' | 'ren
  * exit takes the waiter out of the server's wait queue when it may be in it, gives back a lock a
  * reply won for it after it left, leaves the inbox and clears its timer and abort listener.
  */
-export class Waiter implements Listener, AttemptLimit, KeptWaiter {
+export class Waiter implements AttemptingWaiter, KeptWaiter {
   readonly keys: LockKeys;
   /** `<managerId>:<waiterId>`: its name in the backend's wait queue and its manager's inbox. */
   readonly member: string;
@@ -143,90 +140,14 @@ export class Waiter implements Listener, AttemptLimit, KeptWaiter {
     this.cancel?.(reason);
   }
 
-  /**
-   * One attempt. With `notify` it queues in the backend only once a grant can be heard: a release
-   * takes a queued waiter whose inbox has no listener for a dead one, and passes it over.
-   *
-   * A busy reply names the holding manager's tag: the timeout's message names that manager
-   * (looked up once per manager, in the background, and only for a wait that can time out).
-   *
-   * An attempt that Redis refused for where its keys are (a Cluster slot that migrates: TRYAGAIN,
-   * or the client's "Too many Cluster redirections") ran nothing: it counts as busy, to be tried
-   * again after a short backoff, and the wait goes on until its deadline (which then ends it with
-   * that refusal): a migration never ends a wait early with a BackendError.
-   *
-   * So does one that the client's own timeout ended ({@link isClientTimeout}), on a Cluster or one
-   * Redis: its outcome is unknown, but the next attempt, with the same token, is the same request
-   * again (acquire.lua is idempotent per token). The wait ends at latchkey's deadline, as without
-   * the client's timeout ({@link Waiter.noReply}); the exit gives the token back (docs/safety.md,
-   * "When the client's own timeout ends an attempt").
-   */
+  /** One attempt (see {@link sendAttempt}). */
   attempt(): Promise<Attempt> {
-    const { backend, inbox, tuning } = this.#context;
-    const probe = this.probe;
-    this.probe = false;
-    const listening = !probe && this.strategy === 'notify' && inbox.listening(this.keys);
-    // Queued already, it keeps its place while its inbox subscribes again (a failover or a
-    // reshard moved the channel): its entry is written anew, which tells a release that passed it
-    // over for want of a listener that its process lives.
-    const queues = listening || (this.strategy === 'notify' && this.queuedRemotely);
-    // Heard by the inbox from its first attempt that may queue (a grant or a wake-up can only
-    // follow one) until the exit.
-    if (!probe && !this.heard) {
-      this.heard = true;
-      inbox.add(this.member, this);
-    }
-    // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
-    if (queues) this.queuedRemotely = true;
-    const sentAt = now();
-    this.attempts++;
-    this.inFlight = true;
-    // A promise chain, not an async function: this is every lone caller's path.
-    let sent: Promise<AcquireReply>;
-    try {
-      sent = attempt(backend, this.keys, this.token, this.ttl, queues ? { member: this.member, entryTtl: tuning.recheck * 3 } : undefined, this);
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then(
-      (reply): Attempt => {
-        this.inFlight = false;
-        this.replied = true;
-        this.refused = undefined;
-        this.refusals = 0;
-        return { reply, sentAt, inboxWasListening: listening };
-      },
-      (error: unknown): Attempt => {
-        this.inFlight = false;
-        if (!(error instanceof Error) || this.stop) throw error;
-        if (isSlotRefusal(error)) this.refused = error;
-        else if (isClientTimeout(error)) this.timedOut = error;
-        else throw error;
-        this.refusals++;
-        return { reply: { acquired: false, ttl: -1, retryAfter: refusalDelay(this.refusals, tuning) }, sentAt, inboxWasListening: listening, refused: true };
-      },
-    );
+    return sendAttempt(this, this.#context);
   }
 
-  /** The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next attempt, or given back when the caller left. */
+  /** The attempt's win, if it is still of use (see {@link winOf}). */
   won(a: Attempt): Grant | undefined {
-    const { reply, sentAt } = a;
-    if (!reply.acquired) return undefined;
-    if (!this.stop && validUntil(sentAt, this.ttl, this.#context.driftFactor) > now()) {
-      return { fence: reply.fence, sentAt, replicated: reply.replicated };
-    }
-    if (this.stop) {
-      // The caller left meanwhile: no attempt follows, so the lease goes back now.
-      this.#context.backend.release(this.keys, this.token).catch(() => {});
-      return undefined;
-    }
-    // Too late to be of use: the next attempt, with the same token, finds the lease ours and
-    // refreshes it (a fresh validity). Not given back first: that release could run after the
-    // next attempt (a client that re-sends it after a redirection or a NOSCRIPT, through a
-    // migration) and free the lease that attempt returned. The exit gives it back if no attempt
-    // wins after it.
-    this.wonLate = true;
-    return undefined;
+    return winOf(this, a, this.#context);
   }
 
   /**
