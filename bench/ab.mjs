@@ -34,6 +34,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { processCpu } from './lib/process-cpu.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { median } from './lib/stats.mjs';
 import { DELETE_IF_EQUAL, SET_AND_CLOCK_FENCE, SET_AND_FENCE } from './lib/smallest-lock.mjs';
 
 const here = fileURLToPath(import.meta.url);
@@ -203,10 +204,6 @@ if (process.argv[2] === '--pass') {
   } finally {
     await server.stop();
   }
-  const median = (xs) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
   const medians = [];
   for (const [i, rs] of results.entries()) {
     const m = Object.fromEntries(Object.keys(rs[0]).map((k) => [k, median(rs.map((r) => r[k]))]));

@@ -15,24 +15,20 @@ import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinScripts } from './lib/ring.mjs';
+import { median, percentile, sorted } from './lib/stats.mjs';
+import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
 const ROUNDS = Number(process.env.ROUNDS || 3);
 const HANDOFFS = Number(process.env.HANDOFFS || 3000);
 
 const { Redis } = await importIoredis();
-// Every subscriber connection (the scripts' and latchkey's, made with duplicate()) notes its messages first.
 let lastMessage = 0;
+onSubscriberMessages(Redis, () => (lastMessage = performance.now()));
 // Marks (as in trace-handoff.mjs): a build whose code calls `globalThis.__latchkeyMark?.('name')`
 // (a copy with calls added by hand, never committed) gets each mark's p50 after the message event.
 let marks = [];
 const markTimes = new Map();
 globalThis.__latchkeyMark = (name) => marks.push(name, performance.now());
-const duplicate = Redis.prototype.duplicate;
-Redis.prototype.duplicate = function (...args) {
-  const copy = duplicate.apply(this, args);
-  copy.prependListener('message', () => (lastMessage = performance.now()));
-  return copy;
-};
 
 /** B's attempt reaches Redis and is answered (busy) before A releases: a timer turn and an I/O turn. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0)).then(() => new Promise((resolve) => setImmediate(resolve)));
@@ -93,11 +89,6 @@ async function latchkeyPair(port, round) {
   };
 }
 
-const quantile = (asc, q) => asc[Math.min(asc.length - 1, Math.floor(q * asc.length))];
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 console.log(clientsLine(['ioredis']));
 const server = await startRedisServer();
@@ -106,9 +97,9 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const kind of Object.keys(rows)) {
       const { pair, close } = kind === 'scripts' ? await scriptsPair(server.port) : await latchkeyPair(server.port, round);
-      const windows = (await handOffs(pair)).sort((a, b) => a - b);
+      const windows = sorted(await handOffs(pair));
       await close();
-      rows[kind].push({ n: windows.length, p10: quantile(windows, 0.1), p50: quantile(windows, 0.5), p90: quantile(windows, 0.9) });
+      rows[kind].push({ n: windows.length, p10: percentile(windows, 10), p50: percentile(windows, 50), p90: percentile(windows, 90) });
       const r = rows[kind].at(-1);
       console.error(`${kind.padEnd(9)} round ${round + 1}: n ${r.n}  p10 ${r.p10.toFixed(1)}  p50 ${r.p50.toFixed(1)}  p90 ${r.p90.toFixed(1)} µs`);
     }

@@ -29,7 +29,7 @@ import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinQueue, joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
-import { summarize } from './lib/stats.mjs';
+import { median, summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
 const PASSES = Number(process.env.PASSES || 2);
@@ -147,10 +147,6 @@ if (process.argv[2] === '--worker') {
   } finally {
     await server.stop();
   }
-  const median = (xs) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
   const labels = {
     ring: 'ring: the smallest lock passed between processes',
     queue: 'queue: the smallest fair lock passed between processes',

@@ -34,6 +34,7 @@ import { startRedisServer } from './lib/redis-server.mjs';
 import { printProfile, profileWindows, windowsFile } from './lib/lock-profile.mjs';
 import { joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
 import { summarize } from './lib/stats.mjs';
+import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
 const ROUNDS = Number(process.env.ROUNDS || 2);
@@ -76,16 +77,10 @@ if (process.argv[2] === '--worker') {
     return emit.call(this, event, ...args);
   };
   const { Redis } = await importIoredis();
-  // Every subscriber connection (the ring's, and the one latchkey makes with duplicate()) notes its messages first.
-  const duplicate = Redis.prototype.duplicate;
-  Redis.prototype.duplicate = function (...args) {
-    const copy = duplicate.apply(this, args);
-    copy.prependListener('message', () => {
-      lastMessage = now();
-      cpuAtMessage = cpuNow();
-    });
-    return copy;
-  };
+  onSubscriberMessages(Redis, () => {
+    lastMessage = now();
+    cpuAtMessage = cpuNow();
+  });
   const client = new Redis(Number(port), '127.0.0.1');
   const records = []; // [acquiredAt, lastData, lastMessage, releaseCalledAt, firstWrite, marks, lock CPU]
   const windows = []; // [message, acquired] in µs of the monotonic clock, for TRACE_PROFILE

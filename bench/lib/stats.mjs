@@ -27,6 +27,13 @@ export function summarize(values) {
   };
 }
 
+/** The median of `values` (the mean of the two middle ones for an even count); NaN when empty. */
+export function median(values) {
+  const s = sorted(values);
+  if (s.length === 0) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
 /**
  * Jain's fairness index of per-participant counts: (Σx)² / (n·Σx²). 1 when everyone got the same
  * share, 1/n when one participant got everything. Participants with 0 count as such.

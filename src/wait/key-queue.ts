@@ -30,12 +30,8 @@ export class KeyQueue {
 
   /** Takes `waiter` out of the queue through its one exit (`won`: with a lease). */
   leave(waiter: Waiter, won: boolean): void {
-    // Nearly always the head (the one served, or handed the lock): shift() makes no array of the removed.
-    if (this.waiters[0] === waiter) this.waiters.shift();
-    else {
-      const index = this.waiters.indexOf(waiter);
-      if (index >= 0) this.waiters.splice(index, 1);
-    }
+    const index = this.waiters.indexOf(waiter);
+    if (index >= 0) this.waiters.splice(index, 1);
     waiter.exit(won);
   }
 
