@@ -27,7 +27,7 @@ export { checkEvictionPolicy } from './backend/eviction-policy.js';
 export type { EvictionPolicyReport } from './backend/eviction-policy.js';
 export { Lease } from './lease/lease.js';
 export { MultiLease } from './multi-lease.js';
-export type { LeaseState } from './lease/lease.js';
+export type { LeaseState } from './lease/lease-life.js';
 export type { RenewOptions } from './lease/watchdog.js';
 export type { WaitStrategyName } from './wait/strategy.js';
 export { createMemoryStore, MemoryStore } from './backend/memory-store.js';

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { InvalidOptionError, LeaseReleasedError, type LeaseLostError } from './errors.js';
-import type { Lease, LeaseState } from './lease/lease.js';
+import type { Lease } from './lease/lease.js';
+import type { LeaseState } from './lease/lease-life.js';
 import { checkTtl } from './validate.js';
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose');

@@ -2,22 +2,18 @@ import { inspect } from 'node:util';
 import type { OwnershipReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { settleBy } from '../deadlines.js';
-import { LeaseLostError, LeaseReleasedError } from '../errors.js';
+import { LeaseReleasedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { checkTtl } from '../validate.js';
 import type { Hold as HoldOf, LeaseContext as LeaseContextOf } from './lease-context.js';
 import { GIVE_BACK_WAIT, lossOf, reasonOfLoss, unreachableFor } from './lease-loss.js';
-import { Validity } from './validity.js';
+import { LeaseLife } from './lease-life.js';
 import { Watchdog, type RenewOptions } from './watchdog.js';
 
 /** What a lease needs from the manager that made it. */
 export type LeaseContext = LeaseContextOf<Lease>;
 /** @internal What a reentrant handle shares with the lease it joined (see {@link Lease.addHold}). */
 export type Hold = HoldOf<Lease>;
-
-
-/** The state of a lease: held, ended by `release()`, or lost (expired, taken, deleted, unreachable). */
-export type LeaseState = 'held' | 'released' | 'lost';
 
 const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose');
 
@@ -27,7 +23,7 @@ const asyncDispose: typeof Symbol.asyncDispose = Symbol.asyncDispose ?? Symbol.f
  * {@link LeaseLostError} or a {@link LeaseReleasedError} as the reason: pass it to the work the
  * lock protects so that work stops when the lock is gone.
  */
-export class Lease implements AsyncDisposable {
+export class Lease extends LeaseLife implements AsyncDisposable {
   /** The lock's name, as given to `acquire`. */
   readonly key: string;
   /**
@@ -49,14 +45,7 @@ export class Lease implements AsyncDisposable {
   readonly #token: string;
   readonly #keys: LockKeys;
   readonly #context: LeaseContext;
-  /** Made on first use of `signal`: most leases are never asked for one. */
-  #controller: AbortController | undefined;
-  /** Why the lease ended, made when first needed (an Error captures a stack: not on the hot path). */
-  #endReason: (() => Error) | undefined;
   readonly #acquiredAt: number;
-  readonly #validity: Validity;
-  #state: LeaseState = 'held';
-  #lostError: LeaseLostError | undefined;
   #watchdog: Watchdog | undefined;
   /** Extends run one at a time, in order. */
   #queue: Promise<unknown> | undefined = undefined;
@@ -77,6 +66,7 @@ export class Lease implements AsyncDisposable {
     renew: RenewOptions | undefined,
     replicated?: boolean,
   ) {
+    super(sentAt, ttl, context.driftFactor);
     this.replicated = replicated;
     this.#context = context;
     this.#keys = keys;
@@ -85,7 +75,6 @@ export class Lease implements AsyncDisposable {
     this.fence = fence;
     this.ttl = ttl;
     this.#acquiredAt = sentAt;
-    this.#validity = new Validity(this, sentAt, ttl, context.driftFactor);
     // The manager arms the expiry (watchExpiry) once it has registered the lease: a lease that
     // ended inside its constructor would end before the manager knew it.
     if (renew) this.#watchdog = new Watchdog(this, keys, renew, context.renewals);
@@ -94,51 +83,6 @@ export class Lease implements AsyncDisposable {
   /** The random token that proves ownership in the backend (128 bits). Never log it. */
   get token(): string {
     return this.#token;
-  }
-
-  /** Aborts when the lease is released (reason: {@link LeaseReleasedError}) or lost (reason: {@link LeaseLostError}). */
-  get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#endReason) this.#controller.abort(this.#endReason());
-      else this.watchExpiry();
-    }
-    return this.#controller.signal;
-  }
-
-  /**
-   * Until when the lease is valid, in ms on the monotonic clock (`performance.now()`): the time the
-   * acquire (or last extend) was sent, plus the TTL, minus the clock-drift allowance.
-   */
-  get validUntil(): number {
-    return this.#validity.until;
-  }
-
-  /** Milliseconds of validity left (0 once expired). */
-  timeLeft(): number {
-    return this.#state === 'held' ? Math.max(0, this.#validity.until - now()) : 0;
-  }
-
-  get state(): LeaseState {
-    this.#noticeExpiry();
-    return this.#state;
-  }
-
-  /** True while the lease is held and valid. */
-  get held(): boolean {
-    this.#noticeExpiry();
-    return this.#state === 'held';
-  }
-
-  /** @internal Arms the expiry timer, so the lease ends (and its signal aborts) the moment its validity runs out. */
-  watchExpiry(): void {
-    this.#noticeExpiry();
-    if (this.#state === 'held') this.#validity.watch();
-  }
-
-  /** @internal Its validity's timer found the validity over (see {@link Validity}). */
-  validityEnded(): void {
-    if (this.#state === 'held') this.#expire();
   }
 
   /**
@@ -179,7 +123,7 @@ export class Lease implements AsyncDisposable {
   extend(ttl: number = this.ttl): Promise<void> {
     checkTtl(ttl);
     return this.#serial(async () => {
-      this.#assertHeld();
+      this.assertHeld();
       const sentAt = now();
       this.#context.touchHolder?.();
       // Not waited for past the lease's validity (a Redis that does not answer): the lease is
@@ -188,12 +132,12 @@ export class Lease implements AsyncDisposable {
         if (late === 'ok') void this.#giveBack();
       });
       if (reply !== 'ok') await this.#lostBy(reply);
-      this.#noticeExpiry();
+      this.noticeExpiry();
       // Extended in the backend, but the lease counts as lost (its validity ran out before the
       // reply, or it was declared lost meanwhile): the key holds our token for a new TTL.
-      if (reply === 'ok' && this.#state === 'lost') await this.#giveBack();
-      this.#assertHeld();
-      this.#validity.extended(sentAt, ttl);
+      if (reply === 'ok' && this.stateNow === 'lost') await this.#giveBack();
+      this.assertHeld();
+      this.extended(sentAt, ttl);
     });
   }
 
@@ -219,12 +163,12 @@ export class Lease implements AsyncDisposable {
     // still hold our token (it expires in the backend later than our validity ends): it is
     // still released (which passes the lock on), and the loss reported once a live Redis
     // confirms it, or after GIVE_BACK_WAIT ms at the latest.
-    this.#noticeExpiry();
-    if (this.#state === 'lost') {
-      return settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.#lostError!)
+    this.noticeExpiry();
+    if (this.stateNow === 'lost') {
+      return settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.lostError!)
         .catch(() => {})
         .then(() => {
-          throw this.#lostError;
+          throw this.lostError;
         });
     }
     let call: Promise<OwnershipReply>;
@@ -241,7 +185,7 @@ export class Lease implements AsyncDisposable {
         this.#released();
       },
       (error: unknown) => {
-        if (this.#lostError) throw this.#lostError; // its validity ran out meanwhile
+        if (this.lostError) throw this.lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
         throw error;
       },
@@ -250,8 +194,8 @@ export class Lease implements AsyncDisposable {
 
   /** The end of a release that reached the backend: released, unless the lease was lost before. */
   #released(): void {
-    if (this.#lostError) throw this.#lostError;
-    this.#end('released', () => new LeaseReleasedError(this.key));
+    if (this.lostError) throw this.lostError;
+    this.end('released', () => new LeaseReleasedError(this.key));
   }
 
   /**
@@ -263,8 +207,8 @@ export class Lease implements AsyncDisposable {
    * that ended, changes nothing; on a reentrant handle it applies to the lease the handle joined.
    */
   letExpire(): void {
-    this.#noticeExpiry();
-    if (this.#leftToExpire || this.#state !== 'held') return;
+    this.noticeExpiry();
+    if (this.#leftToExpire || this.stateNow !== 'held') return;
     this.#leftToExpire = true;
     this.#watchdog?.stop();
     this.#watchdog = undefined;
@@ -297,20 +241,20 @@ export class Lease implements AsyncDisposable {
   /** @internal A batched renewal's outcome (the manager's Renewals): see `Renewable.renewed` in watchdog.ts. */
   renewed(sentAt: number, reply: OwnershipReply | Error, late = false, at?: number): Promise<void> | undefined {
     // Released meanwhile, or being released: the release wins, whatever the batch found.
-    if (this.#releasing || this.#state === 'released') return undefined;
-    this.#noticeExpiry(at);
+    if (this.#releasing || this.stateNow === 'released') return undefined;
+    this.noticeExpiry(at);
     let outcome: Promise<void> | undefined;
-    if (this.#state === 'lost') {
+    if (this.stateNow === 'lost') {
       // Its validity ran out before the reply (or it was lost meanwhile): a key the batch
       // extended holds our token for a new TTL, and is given back.
       if (reply === 'ok') void this.#giveBack();
-      outcome = Promise.reject(this.#lostError!);
+      outcome = Promise.reject(this.lostError!);
     } else if (reply instanceof Error) {
       outcome = Promise.reject(reply); // the watchdog tries again while validity remains
     } else if (reply !== 'ok') {
-      outcome = this.#lostBy(reply).then(() => Promise.reject(this.#lostError!));
+      outcome = this.#lostBy(reply).then(() => Promise.reject(this.lostError!));
     } else {
-      this.#validity.extended(sentAt, this.ttl);
+      this.extended(sentAt, this.ttl);
     }
     const onRenew = late ? undefined : this.#context.onRenew;
     if (!onRenew) return outcome;
@@ -321,14 +265,9 @@ export class Lease implements AsyncDisposable {
     });
   }
 
-  /** Whether the lease was lost, and why. */
-  get lostError(): LeaseLostError | undefined {
-    return this.#lostError;
-  }
-
   /** Leaves the token out of JSON, so a logged lease never leaks it. */
   toJSON(): Record<string, unknown> {
-    return { key: this.key, fence: this.fence, ttl: this.ttl, state: this.#state, timeLeft: Math.round(this.timeLeft()) };
+    return { key: this.key, fence: this.fence, ttl: this.ttl, state: this.stateNow, timeLeft: Math.round(this.timeLeft()) };
   }
 
   [inspect.custom](): string {
@@ -342,12 +281,6 @@ export class Lease implements AsyncDisposable {
     return run;
   }
 
-  #assertHeld(): void {
-    this.#noticeExpiry();
-    if (this.#state === 'lost') throw this.#lostError;
-    if (this.#state === 'released') throw this.#endReason?.() ?? new LeaseReleasedError(this.key);
-  }
-
   /**
    * A call to the backend, not waited for past the lease's validity (a Redis that does not
    * answer): the lease is lost then, with an UnreachableError as the cause, and `late` sees the
@@ -358,10 +291,10 @@ export class Lease implements AsyncDisposable {
     if (backend.boundsCalls) return call;
     return settleBy(
       call,
-      this.#validity.until,
+      this.validUntil,
       () => {
-        this.#lose(lossOf(this.key, this.fence, 'unreachable', unreachableFor(this.#context.backend, this.key, operation, this.#acquiredAt)));
-        return this.#lostError!;
+        this.lose(lossOf(this.key, this.fence, 'unreachable', unreachableFor(this.#context.backend, this.key, operation, this.#acquiredAt)));
+        return this.lostError!;
       },
       late && { late },
     );
@@ -378,31 +311,17 @@ export class Lease implements AsyncDisposable {
 
   /** Loses the lease the backend found gone or taken (as `forced` when a forced release's note says so). */
   async #lostBy(reply: 'gone' | 'taken'): Promise<void> {
-    this.#lose(lossOf(this.key, this.fence, await reasonOfLoss(this.#context.backend, this.#keys, this.#token, reply)));
+    this.lose(lossOf(this.key, this.fence, await reasonOfLoss(this.#context.backend, this.#keys, this.#token, reply)));
   }
 
-  #noticeExpiry(at?: number): void {
-    if (this.#state === 'held' && this.#validity.passed(at)) this.#expire();
-  }
-
-  #expire(): void {
+  protected override expire(): void {
     const watchdog = this.#watchdog;
     const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
-    this.#lose(lossOf(this.key, this.fence, unreachable ? 'unreachable' : 'expired', unreachable ? unreachableFor(this.#context.backend, this.key, 'extend', this.#acquiredAt, watchdog.lastError) : undefined));
+    this.lose(lossOf(this.key, this.fence, unreachable ? 'unreachable' : 'expired', unreachable ? unreachableFor(this.#context.backend, this.key, 'extend', this.#acquiredAt, watchdog.lastError) : undefined));
   }
 
-  #lose(error: LeaseLostError): void {
-    if (this.#state !== 'held') return;
-    this.#lostError = error;
-    this.#end('lost', () => error);
-  }
-
-  #end(state: Exclude<LeaseState, 'held'>, reason: () => Error): void {
-    this.#state = state;
-    this.#endReason = reason;
-    this.#validity.stop();
+  protected override ended(): void {
     this.#watchdog?.stop();
     this.#context.onEnd(this);
-    this.#controller?.abort(reason());
   }
 }

@@ -1,6 +1,7 @@
 import type { LockKeys } from '../keys.js';
 import { LeaseReleasedError, type LeaseLostError } from '../errors.js';
-import { Lease, type LeaseContext, type LeaseState } from './lease.js';
+import { Lease, type LeaseContext } from './lease.js';
+import type { LeaseState } from './lease-life.js';
 
 /**
  * A reentrant hold on `lease` (or on the lease a reentrant handle joined): a handle that shares
