@@ -9,13 +9,11 @@ import type { ManagerContext } from './manager/context.js';
 import type { CallSettings } from './manager/settings.js';
 import type { AcquireTrace } from './observe/observer.js';
 import { attempt, onceLimit } from './wait/attempt.js';
+import { HeldLately } from './wait/held-lately.js';
 import { KeyQueue } from './wait/key-queue.js';
 import type { Attempt, Grant } from './wait/wait-context.js';
 import { Waiter } from './wait/waiter.js';
 
-/** How many locks found held lately a manager remembers, and for how long, ms (see LockWaits.#heldLately). */
-const HELD_LATELY_MAX = 1024;
-const HELD_LATELY_MS = 10_000;
 /** How many locks' queues a manager keeps while idle (see LockWaits.#forget): a few hundred bytes each. */
 const IDLE_QUEUES = 256;
 
@@ -27,13 +25,8 @@ const IDLE_QUEUES = 256;
 export class LockWaits {
   readonly #ctx: ManagerContext;
   readonly #queues = new Map<string, KeyQueue>();
-  /**
-   * Locks found held or waited for lately (an attempt found them held, a release found waiters),
-   * until when (monotonic ms). A lone caller's first attempt at one queues in the backend at once
-   * (see {@link Waiter.probe}), and its release is the full one: a contended lock costs no extra
-   * round trip. Other locks get the cheapest calls.
-   */
-  readonly #heldLately = new Map<string, number>();
+  /** Locks found held or waited for lately: their lone callers queue at once, and release in full. */
+  readonly #heldLately = new HeldLately();
 
   constructor(ctx: ManagerContext) {
     this.#ctx = ctx;
@@ -74,14 +67,14 @@ export class LockWaits {
       // Nobody of this process holds or waits for the lock: try at once (the common, uncontended
       // case). Callers arriving meanwhile queue behind.
       waiter.state = 'active';
-      const heldLately = this.#wasHeldLately(keys.name);
+      const heldLately = this.#heldLately.has(keys.name);
       waiter.probe = !heldLately;
       // A promise chain, not an async function: this is every lone caller's path.
       return waiter.attempt().then(
         (first: Attempt): Lease | Promise<Lease> => {
           const grant = waiter.won(first);
           if (grant) return this.#leaseFor(queue, waiter, grant);
-          if (!first.reply.acquired) this.#markHeldLately(keys.name);
+          if (!first.reply.acquired) this.#heldLately.mark(keys.name);
           if (trace) trace.contended = true;
           // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
           return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
@@ -136,8 +129,8 @@ export class LockWaits {
     const queue = this.#queues.get(keys.name);
     const next = queue?.holder === lease && settings.localHandoffs > 0 && backend.handsOff ? queue.waiters[0] : undefined;
     if (!queue || !next || next.state !== 'queued') {
-      if (backend.releaseAlone && !this.#wasHeldLately(keys.name)) {
-        return backend.releaseAlone(keys, token, () => this.#markHeldLately(keys.name)); // someone waited after all
+      if (backend.releaseAlone && !this.#heldLately.has(keys.name)) {
+        return backend.releaseAlone(keys, token, () => this.#heldLately.mark(keys.name)); // someone waited after all
       }
       // Without a hand-off, a release never answers one: the reply is an OwnershipReply.
       return backend.release(keys, token) as Promise<OwnershipReply>;
@@ -303,21 +296,6 @@ export class LockWaits {
     if (ctx.isClosed()) void lease.release().catch(() => {});
     else ctx.holders.touch(); // who this manager is: written once, not per lease
     return lease;
-  }
-
-  /** Remembers for {@link HELD_LATELY_MS} that `name` was found held or waited for (bounded: the map is emptied when full, which only costs a round trip on the next contended calls). */
-  #markHeldLately(name: string): void {
-    if (this.#heldLately.size >= HELD_LATELY_MAX && !this.#heldLately.has(name)) this.#heldLately.clear();
-    this.#heldLately.set(name, now() + HELD_LATELY_MS);
-  }
-
-  #wasHeldLately(name: string): boolean {
-    if (this.#heldLately.size === 0) return false;
-    const until = this.#heldLately.get(name);
-    if (until === undefined) return false;
-    if (until > now()) return true;
-    this.#heldLately.delete(name);
-    return false;
   }
 
   #queue(name: string): KeyQueue {
