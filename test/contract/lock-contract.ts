@@ -21,6 +21,7 @@ import {
 import { hostname } from 'node:os';
 import type { SemaphoreKind } from '../../src/keys.js';
 import { uniquePrefix, type BackendHarness } from '../helpers/harness.js';
+import { ownTimersLeft } from '../helpers/own-timers.js';
 import { timeoutHolderContract } from './timeout-holder-contract.js';
 
 /** Resolves when `signal` aborts, with its reason. */
@@ -280,12 +281,12 @@ export function lockContract(makeHarness: () => Promise<BackendHarness>, can: Ca
         const holder = await a.acquire('abort', { ttl: 10_000 });
         const controller = new AbortController();
         const reason = new Error('caller gave up');
-        const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-        const waiting = b.acquire('abort', { wait: 60_000, signal: controller.signal });
-        setTimeout(() => controller.abort(reason), 50);
-        await expect(waiting).rejects.toBe(reason);
-        const timersAfter = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-        expect(timersAfter).toBeLessThanOrEqual(timersBefore);
+        const left = await ownTimersLeft(async () => {
+          const waiting = b.acquire('abort', { wait: 60_000, signal: controller.signal });
+          setTimeout(() => controller.abort(reason), 50);
+          await expect(waiting).rejects.toBe(reason);
+        });
+        expect(left).toEqual([]);
         await holder.release();
         await expect(b.acquire('abort', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
       });
