@@ -1,5 +1,6 @@
 import { now } from '../clock.js';
 import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
+import { catchResubscribes, type ResubscribingCluster } from './node-redis-resubscribe.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
@@ -101,6 +102,8 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
   const channels = new Set<string>();
   let rediscovering = false;
   let lastRediscovery = -Infinity;
+  // Its own resubscribes after a node was dropped must not reject unhandled (node-redis-resubscribe.ts).
+  if (cluster) catchResubscribes(sub as unknown as ResubscribingCluster);
   sub.on(cluster ? 'node-ready' : 'ready', () => {
     if (!connectedOnce) return;
     for (const l of reconnectListeners) l();
