@@ -139,9 +139,9 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
             for (const event of TOPOLOGY_EVENTS) sub.on(event, listener);
           },
           refreshTopology: () => {
-            // One rediscovery at a time, at most one a second: each one has node-redis resubscribe
-            // all its sharded channels from an event listener whose rejection nobody can catch
-            // (node-redis 6 throws there when a slot has no master in its map yet).
+            // One rediscovery at a time, at most one a second: each one reads the slots again and
+            // has node-redis resubscribe the channels of every node it drops (calls that may
+            // reject mid-failover: caught by catchResubscribes, and retried by the topology check).
             if (rediscovering || now() - lastRediscovery < REDISCOVER_MS) return;
             lastRediscovery = now();
             // node-redis 5's rediscover reads the slots from the client it is given; 6's from any.
