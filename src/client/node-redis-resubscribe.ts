@@ -29,7 +29,7 @@ type Subscribe = (channel: string, listener: (...args: never[]) => void, bufferM
 /** The parts of a node-redis cluster client this needs. */
 export interface ResubscribingCluster {
   listeners?(event: string): unknown[];
-  removeAllListeners?(event: string): unknown;
+  removeListener?(event: string, listener: (...args: never[]) => void): unknown;
   on(event: string, listener: (...args: never[]) => void): unknown;
   subscribe: Subscribe;
   pSubscribe?: Subscribe;
@@ -43,9 +43,10 @@ export interface ResubscribingCluster {
  * whether it did.
  */
 export function catchResubscribes(cluster: ResubscribingCluster): boolean {
-  if (cluster.listeners?.(RESUBSCRIBE_EVENT).length !== 1 || !cluster.removeAllListeners) return false;
-  cluster.removeAllListeners(RESUBSCRIBE_EVENT);
-  cluster.on(RESUBSCRIBE_EVENT, ((dropped: DroppedListeners) => {
+  const own = cluster.listeners?.(RESUBSCRIBE_EVENT);
+  if (own?.length !== 1 || !cluster.removeListener) return false;
+  const original = own[0] as (...args: never[]) => void;
+  const replacement = ((dropped: DroppedListeners) => {
     const again = (entries: Iterable<[string, ChannelListeners]> | undefined, subscribe: Subscribe | undefined): void => {
       if (!entries || !subscribe) return;
       for (const [channel, { strings, buffers }] of entries) {
@@ -56,6 +57,13 @@ export function catchResubscribes(cluster: ResubscribingCluster): boolean {
     again(dropped.CHANNELS, cluster.subscribe);
     again(dropped.PATTERNS, cluster.pSubscribe);
     again(dropped.SHARDED, cluster.sSubscribe);
-  }) as (...args: never[]) => void);
-  return true;
+  }) as (...args: never[]) => void;
+  // Added before the original is removed: the event never has no listener in between. (On an
+  // object that node-redis wraps around the client, the way Node's EventEmitter removes an
+  // event's last listener would give the wrapper a listener table of its own, which node-redis's
+  // internal emit never reads.)
+  cluster.on(RESUBSCRIBE_EVENT, replacement);
+  cluster.removeListener(RESUBSCRIBE_EVENT, original);
+  const now = cluster.listeners?.(RESUBSCRIBE_EVENT);
+  return now?.length === 1 && now[0] === replacement;
 }
