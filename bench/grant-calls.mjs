@@ -11,9 +11,8 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
-import { latchkeyModule } from './lib/latchkey-module.mjs';
+import { openPair, takeTurns } from './lib/grant-pair.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { joinScripts } from './lib/ring.mjs';
 import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
 const HANDOFFS = Number(process.env.HANDOFFS || 40);
@@ -32,38 +31,13 @@ if (process.argv[2] === '--child') {
   onSubscriberMessages(Redis, () => {
     if (tracing) GRANT_MESSAGE();
   });
-  const settle = () => new Promise((resolve) => setTimeout(resolve, 0)).then(() => new Promise((resolve) => setImmediate(resolve)));
   const server = await startRedisServer();
-  const clients = [new Redis(server.port, '127.0.0.1'), new Redis(server.port, '127.0.0.1')];
-  let pair;
-  let close;
-  if (kind === 'scripts') {
-    await clients[0].del('scripts', 'scripts:queue', 'scripts:alive');
-    const sides = await Promise.all(clients.map((c, i) => joinScripts(c, i)));
-    pair = sides.map((s) => ({ acquire: () => s.acquire(), release: () => s.release() }));
-    close = async () => sides.forEach((s) => s.leave());
-  } else {
-    const { createLocks } = await import(latchkeyModule());
-    const managers = clients.map((redis) => createLocks({ redis, prefix: 'grant-calls:' }));
-    pair = managers.map((m) => ({ acquire: () => m.acquire('k', { ttl: 10_000 }), release: (lease) => lease.release() }));
-    close = () => Promise.all(managers.map((m) => m.close()));
-  }
-  let held = await pair[0].acquire();
-  for (let k = 0; k < HANDOFFS; k++) {
-    const [from, to] = k % 2 === 0 ? pair : [pair[1], pair[0]];
-    tracing = k === HANDOFFS - 1;
-    const next = to.acquire().then((lease) => {
-      if (tracing) ACQUIRE_RESOLVED();
-      return lease;
-    });
-    await settle();
-    await from.release(held);
-    held = await next;
-  }
+  const { pair, close } = await openPair(Redis, kind, server.port, 'grant-calls:');
+  // ACQUIRE_RESOLVED is called at every turn (the window ends at the first one after the traced
+  // message), and directly: no frame of this script's inside the window.
+  await takeTurns(pair, HANDOFFS, { before: (k) => (tracing = k === HANDOFFS - 1), resolved: ACQUIRE_RESOLVED });
   tracing = false;
-  await pair[HANDOFFS % 2].release(held);
   await close();
-  for (const c of clients) c.disconnect();
   await server.stop();
   process.exit(0);
 } else {

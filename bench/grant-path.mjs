@@ -12,9 +12,8 @@
 // Usage: npm run build && node bench/grant-path.mjs
 //        LATCHKEY_DIST=bench/dist-a/index.js node bench/grant-path.mjs  (another build)
 import { clientsLine, importIoredis } from './lib/clients.mjs';
-import { latchkeyModule } from './lib/latchkey-module.mjs';
+import { openPair, takeTurns } from './lib/grant-pair.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
-import { joinScripts } from './lib/ring.mjs';
 import { median, percentile, sorted } from './lib/stats.mjs';
 import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
@@ -30,65 +29,30 @@ let marks = [];
 const markTimes = new Map();
 globalThis.__latchkeyMark = (name) => marks.push(name, performance.now());
 
-/** B's attempt reaches Redis and is answered (busy) before A releases: a timer turn and an I/O turn. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 0)).then(() => new Promise((resolve) => setImmediate(resolve)));
-
-/** `HANDOFFS` hand-offs between the two sides of `pair` (each with acquire() and release(held)); the windows in µs. */
+/** `HANDOFFS` hand-offs between the two sides of `pair`; the windows in µs. */
 async function handOffs(pair) {
   const windows = [];
-  let held = await pair[0].acquire();
-  for (let k = 0; k < HANDOFFS; k++) {
-    const [from, to] = k % 2 === 0 ? pair : [pair[1], pair[0]];
-    lastMessage = 0;
-    let at = 0;
-    // Timed when it resolves, not when this loop goes on: that waits for the release's reply too.
-    const next = to.acquire().then((lease) => {
-      at = performance.now();
-      return lease;
-    });
-    await settle();
-    await from.release(held);
-    held = await next;
-    if (lastMessage > 0) {
-      windows.push((at - lastMessage) * 1000);
-      for (let m = 0; m < marks.length; m += 2) {
-        if (marks[m + 1] < lastMessage || marks[m + 1] > at) continue;
-        if (!markTimes.has(marks[m])) markTimes.set(marks[m], []);
-        markTimes.get(marks[m]).push((marks[m + 1] - lastMessage) * 1000);
+  let at = 0;
+  await takeTurns(pair, HANDOFFS, {
+    before: () => {
+      lastMessage = 0;
+      at = 0;
+    },
+    resolved: () => (at = performance.now()),
+    after: () => {
+      if (lastMessage > 0) {
+        windows.push((at - lastMessage) * 1000);
+        for (let m = 0; m < marks.length; m += 2) {
+          if (marks[m + 1] < lastMessage || marks[m + 1] > at) continue;
+          if (!markTimes.has(marks[m])) markTimes.set(marks[m], []);
+          markTimes.get(marks[m]).push((marks[m + 1] - lastMessage) * 1000);
+        }
       }
-    }
-    marks = [];
-  }
-  await pair[HANDOFFS % 2].release(held);
+      marks = [];
+    },
+  });
   return windows;
 }
-
-async function scriptsPair(port) {
-  const clients = [new Redis(port, '127.0.0.1'), new Redis(port, '127.0.0.1')];
-  await clients[0].del('scripts', 'scripts:queue', 'scripts:alive');
-  const sides = await Promise.all(clients.map((c, i) => joinScripts(c, i)));
-  return {
-    pair: sides.map((s) => ({ acquire: () => s.acquire(), release: () => s.release() })),
-    close: () => {
-      for (const s of sides) s.leave();
-      for (const c of clients) c.disconnect();
-    },
-  };
-}
-
-async function latchkeyPair(port, round) {
-  const { createLocks } = await import(latchkeyModule());
-  const clients = [new Redis(port, '127.0.0.1'), new Redis(port, '127.0.0.1')];
-  const managers = clients.map((redis) => createLocks({ redis, prefix: `grant-path:${round}:` }));
-  return {
-    pair: managers.map((m) => ({ acquire: () => m.acquire('k', { ttl: 10_000 }), release: (lease) => lease.release() })),
-    close: async () => {
-      await Promise.all(managers.map((m) => m.close()));
-      for (const c of clients) c.disconnect();
-    },
-  };
-}
-
 
 console.log(clientsLine(['ioredis']));
 const server = await startRedisServer();
@@ -96,7 +60,7 @@ const rows = { scripts: [], latchkey: [] };
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const kind of Object.keys(rows)) {
-      const { pair, close } = kind === 'scripts' ? await scriptsPair(server.port) : await latchkeyPair(server.port, round);
+      const { pair, close } = await openPair(Redis, kind, server.port, `grant-path:${round}:`);
       const windows = sorted(await handOffs(pair));
       await close();
       rows[kind].push({ n: windows.length, p10: percentile(windows, 10), p50: percentile(windows, 50), p90: percentile(windows, 90) });

@@ -18,7 +18,7 @@ interface ChannelListeners {
 }
 
 /** What node-redis emits: the listeners of the dropped node's subscriptions, by kind. */
-export interface DroppedListeners {
+interface DroppedListeners {
   readonly CHANNELS?: Iterable<[string, ChannelListeners]>;
   readonly PATTERNS?: Iterable<[string, ChannelListeners]>;
   readonly SHARDED?: Iterable<[string, ChannelListeners]>;
