@@ -19,7 +19,11 @@
 // `default` variant; a failed acquire() is retried at once, as in run.mjs). Figures as in
 // bench/run.mjs: acquisitions per second, hand-off (next holder's acquire resolved − previous
 // holder's release called, to another process) p50 and p99, and the share of acquisitions that
-// went to the process that held the lock just before.
+// went to the process that held the lock just before. Each pass's line (stderr) also gives the
+// hand-off's mean (acquisitions per second follow from it: 1 / (hold + mean)), the CPU time per
+// acquisition of the 8 workers together (user + system from the measured window's start; 1 ms of
+// it is the hold's busy work) and of redis-server (/proc, 10 ms ticks), and the commands Redis ran
+// per acquisition (INFO commandstats, those inside scripts included) and of them script calls.
 // Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
 //        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
@@ -27,6 +31,8 @@
 import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
+import { processCpu } from './lib/process-cpu.mjs';
+import { callsDelta, commandCalls, scriptCalls, totalCalls } from './lib/redis-info.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinQueue, joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
 import { median, summarize } from './lib/stats.mjs';
@@ -47,6 +53,12 @@ if (process.argv[2] === '--worker') {
   const { Redis } = await importIoredis();
   const client = new Redis(Number(port), '127.0.0.1');
   const records = []; // [acquiredAt, releaseCalledAt]
+  // This process's CPU time (user + system, µs) from the measured window's start to its end.
+  const windowFrom = Number(endAt) - SECONDS * 1000;
+  let cpuFrom;
+  const noteCpu = () => {
+    if (cpuFrom === undefined && now() >= windowFrom) cpuFrom = process.cpuUsage();
+  };
   let done;
   if (kind === 'ring') {
     const ring = await joinRing(client, i, PROCESSES);
@@ -55,6 +67,7 @@ if (process.argv[2] === '--worker') {
       for (;;) {
         const token = await ring.turn();
         const acquiredAt = now();
+        noteCpu();
         spin(HOLD_MS);
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
@@ -74,6 +87,7 @@ if (process.argv[2] === '--worker') {
       while (now() < Number(endAt)) {
         await queue.acquire();
         const acquiredAt = now();
+        noteCpu();
         spin(HOLD_MS);
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
@@ -99,6 +113,7 @@ if (process.argv[2] === '--worker') {
           continue; // the library gave up (retries exhausted): call again, as run.mjs does
         }
         const acquiredAt = now();
+        noteCpu();
         spin(HOLD_MS);
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
@@ -108,7 +123,8 @@ if (process.argv[2] === '--worker') {
     })();
   }
   await done;
-  process.send({ records }, () => {
+  const used = process.cpuUsage(cpuFrom);
+  process.send({ records, cpu: used.user + used.system }, () => {
     client.disconnect();
     process.exit(0);
   });
@@ -116,6 +132,8 @@ if (process.argv[2] === '--worker') {
   const used = RING_WITH.some((kind) => kind.startsWith('simple-redis-mutex')) ? ['ioredis', 'nodeRedis'] : ['ioredis'];
   console.log(clientsLine(used));
   const server = await startRedisServer();
+  const { Redis } = await importIoredis();
+  const stats = new Redis(server.port, '127.0.0.1');
   const here = fileURLToPath(import.meta.url);
   const results = Object.fromEntries(['ring', 'queue', 'scripts', ...RING_WITH].map((kind) => [kind, []]));
   try {
@@ -123,7 +141,19 @@ if (process.argv[2] === '--worker') {
       for (const kind of Object.keys(results)) {
         const startAt = now() + 2000;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
+        // Redis's CPU time over the measured window (the workers measure theirs).
+        let redisFrom;
+        let callsFrom;
+        const sampleRedis = setTimeout(() => {
+          redisFrom = processCpu(server.pid);
+          callsFrom = commandCalls(stats);
+        }, startAt + WARMUP_MS - now());
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        clearTimeout(sampleRedis);
+        const redisTo = processCpu(server.pid);
+        const redisCpu = redisFrom ? redisTo.user + redisTo.system - redisFrom.user - redisFrom.system : NaN;
+        const workersCpu = messages.reduce((sum, m) => sum + m.cpu, 0);
+        const calls = callsFrom ? callsDelta(await callsFrom, await commandCalls(stats)) : {};
         const all = messages.flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
         const from = startAt + WARMUP_MS;
         all.sort((a, b) => a[0] - b[0]);
@@ -136,15 +166,16 @@ if (process.argv[2] === '--worker') {
           else same++;
         }
         const h = summarize(handoffs);
-        const row = { acqPerSecond: inWindow.length / ((endAt - from) / 1000), p50: h.p50, p99: h.p99, same: same / Math.max(1, inWindow.length) };
+        const row = { acqPerSecond: inWindow.length / ((endAt - from) / 1000), p50: h.p50, p99: h.p99, mean: h.mean, same: same / Math.max(1, inWindow.length), nodeCpu: workersCpu / inWindow.length, redisCpu: redisCpu / inWindow.length, commands: totalCalls(calls) / inWindow.length, calls: scriptCalls(calls) / inWindow.length };
         results[kind].push(row);
         console.error(
-          `${kind.padEnd(30)} ${row.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${row.p50.toFixed(3)} ms  p99 ${row.p99.toFixed(3)} ms  same holder ${(100 * row.same).toFixed(0)} %`,
+          `${kind.padEnd(30)} ${row.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${row.p50.toFixed(3)} ms  mean ${row.mean.toFixed(3)} ms  p99 ${row.p99.toFixed(3)} ms  same holder ${(100 * row.same).toFixed(0)} %  CPU per acquisition: Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
         );
         await sleep(200);
       }
     }
   } finally {
+    stats.disconnect();
     await server.stop();
   }
   const labels = {
