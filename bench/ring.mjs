@@ -24,7 +24,12 @@
 // acquisition of the 8 workers together (user + system from the measured window's start; 1 ms of
 // it is the hold's busy work) and of redis-server (/proc, 10 ms ticks), and the commands Redis ran
 // per acquisition (INFO commandstats, those inside scripts included) and of them script calls.
-// Usage: npm run build && node bench/ring.mjs   (BENCH_SECONDS per pass, default 5)
+// Every figure is given for two windows of BENCH_SECONDS (default 5) of each pass: the processes'
+// first seconds (from 1 s after the start) and their steady state (from RING_STEADY s after it,
+// default 20; see STEADY_MS). CPU and commands are those of the steady window. RING_SLICES=<ms>
+// also prints each row's hand-off p50 and mean per slice of that length: the warm-up, seen.
+// Usage: npm run build && node bench/ring.mjs   (about 27 s per row and pass)
+//        RING_STEADY=0 node bench/ring.mjs  (the first window alone: 6 s per row and pass)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
 //        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
 //        BENCH_CLIENTS=5 node bench/ring.mjs  (ioredis 5 and node-redis 5 for every row: lib/clients.mjs)
@@ -42,6 +47,12 @@ const PASSES = Number(process.env.PASSES || 2);
 const PROCESSES = 8;
 const HOLD_MS = 1;
 const WARMUP_MS = 1000;
+// The steady window starts RING_STEADY seconds (default 20) after the start: V8 optimizes a
+// function once it has run enough, and a process that takes a lock a hundred times a second runs
+// the hand-off's code (the lock's, ioredis's, Node's streams) mostly unoptimized for its first
+// seconds (node --trace-opt: latchkey's hand-off functions are optimized 4 to 22 s into a run).
+// RING_STEADY=0: the first window alone (the run is then 1 + BENCH_SECONDS s per row).
+const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 20);
 const RING_WITH = (
   process.env.RING_WITH ||
   'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
@@ -140,14 +151,18 @@ if (process.argv[2] === '--worker') {
     for (let pass = 0; pass < PASSES; pass++) {
       for (const kind of Object.keys(results)) {
         const startAt = now() + 2000;
-        const endAt = startAt + WARMUP_MS + SECONDS * 1000;
-        // Redis's CPU time over the measured window (the workers measure theirs).
+        // The windows: the first seconds after a 1 s warm-up, and the steady state (see STEADY_MS).
+        const windows = { early: startAt + WARMUP_MS };
+        if (STEADY_MS > 0) windows.steady = startAt + STEADY_MS;
+        const last = windows.steady ?? windows.early;
+        const endAt = last + SECONDS * 1000;
+        // Redis's CPU time and commands over the last window (the workers measure their CPU there too).
         let redisFrom;
         let callsFrom;
         const sampleRedis = setTimeout(() => {
           redisFrom = processCpu(server.pid);
           callsFrom = commandCalls(stats);
-        }, startAt + WARMUP_MS - now());
+        }, last - now());
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
         clearTimeout(sampleRedis);
         const redisTo = processCpu(server.pid);
@@ -155,21 +170,18 @@ if (process.argv[2] === '--worker') {
         const workersCpu = messages.reduce((sum, m) => sum + m.cpu, 0);
         const calls = callsFrom ? callsDelta(await callsFrom, await commandCalls(stats)) : {};
         const all = messages.flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
-        const from = startAt + WARMUP_MS;
         all.sort((a, b) => a[0] - b[0]);
-        const inWindow = all.filter((r) => r[0] >= from && r[0] <= endAt);
-        const handoffs = [];
-        let same = 0;
-        for (let k = 1; k < all.length; k++) {
-          if (all[k][0] < from || all[k][0] > endAt) continue;
-          if (all[k][2] !== all[k - 1][2]) handoffs.push(all[k][0] - all[k - 1][1]);
-          else same++;
-        }
-        const h = summarize(handoffs);
-        const row = { acqPerSecond: inWindow.length / ((endAt - from) / 1000), p50: h.p50, p99: h.p99, mean: h.mean, same: same / Math.max(1, inWindow.length), nodeCpu: workersCpu / inWindow.length, redisCpu: redisCpu / inWindow.length, commands: totalCalls(calls) / inWindow.length, calls: scriptCalls(calls) / inWindow.length };
+        if (process.env.RING_SLICES) console.error(`${kind} hand-off p50/mean µs per slice (s from the start): ${slices(all, startAt, endAt, Number(process.env.RING_SLICES))}`);
+        const row = {};
+        for (const [name, from] of Object.entries(windows)) row[name] = windowStats(all, from, from + SECONDS * 1000);
+        const n = row[windows.steady ? 'steady' : 'early'].acquisitions;
+        Object.assign(row, { nodeCpu: workersCpu / n, redisCpu: redisCpu / n, commands: totalCalls(calls) / n, calls: scriptCalls(calls) / n });
         results[kind].push(row);
+        const brief = (w) => `${w.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${w.p50.toFixed(3)} ms  mean ${w.mean.toFixed(3)} ms  p99 ${w.p99.toFixed(3)} ms  same holder ${(100 * w.same).toFixed(0)} %`;
+        console.error(`${kind.padEnd(30)} first seconds: ${brief(row.early)}`);
+        if (row.steady) console.error(`${''.padEnd(30)} steady:        ${brief(row.steady)}`);
         console.error(
-          `${kind.padEnd(30)} ${row.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${row.p50.toFixed(3)} ms  mean ${row.mean.toFixed(3)} ms  p99 ${row.p99.toFixed(3)} ms  same holder ${(100 * row.same).toFixed(0)} %  CPU per acquisition: Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
+          `${''.padEnd(30)} per acquisition (${row.steady ? 'steady' : 'first seconds'}): CPU Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
         );
         await sleep(200);
       }
@@ -183,13 +195,48 @@ if (process.argv[2] === '--worker') {
     queue: 'queue: the smallest fair lock passed between processes',
     scripts: "scripts: latchkey's acquire.lua and release.lua, nothing around them",
   };
-  // Ratios per pass (a row against the ring of the same pass), then their median.
-  const ratio = (kind, f) => median(results[kind].map((r, pass) => f(r) / f(results.ring[pass])));
-  console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | hand-off p50 ms | hand-off p99 ms | p50 / ring | p99 / ring | same holder again |`);
-  console.log('| --- | --: | --: | --: | --: | --: | --: |');
-  for (const [kind, rows] of Object.entries(results)) {
-    const m = (f) => median(rows.map(f));
-    const ratios = `${ratio(kind, (r) => r.p50).toFixed(2)} | ${ratio(kind, (r) => r.p99).toFixed(2)}`;
-    console.log(`| ${labels[kind] ?? kind} | ${m((r) => r.acqPerSecond).toFixed(0)} | ${m((r) => r.p50).toFixed(3)} | ${m((r) => r.p99).toFixed(3)} | ${ratios} | ${(100 * m((r) => r.same)).toFixed(0)} % |`);
+  const titles = {
+    early: `the first seconds: ${WARMUP_MS / 1000} s to ${WARMUP_MS / 1000 + SECONDS} s after the start`,
+    steady: `steady: ${STEADY_MS / 1000} s to ${STEADY_MS / 1000 + SECONDS} s after the start`,
+  };
+  for (const name of STEADY_MS > 0 ? ['early', 'steady'] : ['early']) {
+    // Ratios per pass (a row against the ring of the same pass), then their median.
+    const ratio = (kind, f) => median(results[kind].map((r, pass) => f(r[name]) / f(results.ring[pass][name])));
+    console.log(`\n${titles[name]}\n`);
+    console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | acq/s / ring | hand-off p50 ms | hand-off p99 ms | p50 / ring | p99 / ring | same holder again |`);
+    console.log('| --- | --: | --: | --: | --: | --: | --: | --: |');
+    for (const [kind, rows] of Object.entries(results)) {
+      const m = (f) => median(rows.map((r) => f(r[name])));
+      const ratios = `${ratio(kind, (w) => w.p50).toFixed(2)} | ${ratio(kind, (w) => w.p99).toFixed(2)}`;
+      console.log(
+        `| ${labels[kind] ?? kind} | ${m((w) => w.acqPerSecond).toFixed(0)} | ${ratio(kind, (w) => w.acqPerSecond).toFixed(2)} | ${m((w) => w.p50).toFixed(3)} | ${m((w) => w.p99).toFixed(3)} | ${ratios} | ${(100 * m((w) => w.same)).toFixed(0)} % |`,
+      );
+    }
   }
+}
+
+/** Acquisitions per second, the hand-offs to another process (p50, p99, mean, ms) and the share that went to the same holder, of the acquisitions in [from, to]. */
+function windowStats(all, from, to) {
+  const handoffs = [];
+  let acquisitions = 0;
+  let same = 0;
+  for (let k = 0; k < all.length; k++) {
+    if (all[k][0] < from || all[k][0] > to) continue;
+    acquisitions++;
+    if (k === 0) continue;
+    if (all[k][2] !== all[k - 1][2]) handoffs.push(all[k][0] - all[k - 1][1]);
+    else same++;
+  }
+  const h = summarize(handoffs);
+  return { acquisitions, acqPerSecond: acquisitions / ((to - from) / 1000), p50: h.p50, p99: h.p99, mean: h.mean, same: same / Math.max(1, acquisitions) };
+}
+
+/** Hand-off p50 and mean (µs) per `ms` slice of the whole run, warm-up included: how long the code takes to reach its steady state. */
+function slices(all, startAt, endAt, ms) {
+  const parts = [];
+  for (let t = startAt; t < endAt; t += ms) {
+    const w = windowStats(all, t, t + ms);
+    parts.push(`${((t - startAt) / 1000).toFixed(0)}s ${(1000 * w.p50).toFixed(0)}/${(1000 * w.mean).toFixed(0)}`);
+  }
+  return parts.join('  ');
 }
