@@ -1,5 +1,6 @@
 // latchkey, from this repository's build (run `npm run build` first), or the build LATCHKEY_DIST names.
 // Variants: "default" (notify strategy, all defaults) and "backoff" (strategy: 'backoff').
+// LATCHKEY_RECHECK=<ms>: the managers' `recheck` (a diagnostic: how often the queue keeper calls).
 import { latchkeyModule } from '../lib/latchkey-module.mjs';
 import { closeIoredis, connectIoredis } from './_clients.mjs';
 
@@ -20,6 +21,7 @@ export async function create({ url, key, variant, ttl = 10_000 }) {
     redis: client,
     prefix: 'bench:latchkey:',
     ...(variant === 'backoff' ? { strategy: 'backoff' } : {}),
+    ...(process.env.LATCHKEY_RECHECK ? { recheck: Number(process.env.LATCHKEY_RECHECK) } : {}),
   });
   return {
     acquire: (k = key) => locks.acquire(k, { ttl }),

@@ -5,7 +5,7 @@ import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { baseString } from './clock.mjs';
+import { baseString, spin } from './clock.mjs';
 
 /** The ring's release: checks the holder's token, writes the next holder's and tells it. */
 export const PASS_ON =
@@ -124,6 +124,11 @@ async function grantInbox(client, channel) {
  * through ioredis: no manager, no in-process queue, no keeper, no timers. What latchkey's
  * guarantees cost on this machine with no library code around them: its hand-off can be no faster.
  */
+// SCRIPTS_BUSY_US="<grant>,<release>": busy work (µs) the `scripts` row does once a grant has
+// arrived, before its acquire resolves, and once its release is answered. A diagnostic: what
+// latchkey's own code around the same scripts costs, as plain CPU and nothing else.
+const [BUSY_GRANT_MS, BUSY_RELEASE_MS] = (process.env.SCRIPTS_BUSY_US ?? '0,0').split(',').map((us) => Number(us || 0) / 1000);
+
 export async function joinScripts(client, i) {
   const lua = (name) => readFileSync(new URL(`../../src/lua/${name}.lua`, import.meta.url), 'utf8');
   client.defineCommand('lkAcquire', { numberOfKeys: 4, lua: lua('acquire') });
@@ -140,8 +145,13 @@ export async function joinScripts(client, i) {
       if (typeof (await client.lkAcquire(...keys, token, 10_000, '', member, 30_000)) === 'number') return;
       const granted = inbox.next();
       if (granted) await granted;
+      if (BUSY_GRANT_MS > 0) spin(BUSY_GRANT_MS);
     },
-    release: () => client.lkRelease(...keys, token, 'scripts:inbox:'),
+    release: () =>
+      client.lkRelease(...keys, token, 'scripts:inbox:').then((reply) => {
+        if (BUSY_RELEASE_MS > 0) spin(BUSY_RELEASE_MS);
+        return reply;
+      }),
     leave: () => inbox.close(),
   };
 }
