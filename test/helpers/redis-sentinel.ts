@@ -99,6 +99,32 @@ export class SentinelGroup {
     return this.#lines.length;
   }
 
+  /** The lines the sentinel logged from `since` on (see {@link SentinelGroup.mark}): for a failure's message. */
+  loggedSince(since: number): string[] {
+    return this.#lines.slice(since);
+  }
+
+  /** Each server's replication state as its `INFO replication` tells it (role, primary's port, link), `-` for one that does not answer: for a failure's message. */
+  async replication(): Promise<string> {
+    const states = await Promise.all(
+      this.servers.map(async (server) => {
+        const raw = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+        raw.on('error', () => {});
+        try {
+          await raw.connect();
+          const info = await raw.info('replication');
+          const field = (name: string): string => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? '?';
+          return `${server.port} ${field('role')} of ${field('master_port')} link ${field('master_link_status')} replicas ${field('connected_slaves')}`;
+        } catch {
+          return `${server.port} -`;
+        } finally {
+          raw.disconnect();
+        }
+      }),
+    );
+    return states.join('; ');
+  }
+
   /** Resolves with the first line logged from `since` on that contains every one of `texts` (at once if it was logged already). */
   logged(since: number, ...texts: string[]): Promise<string> {
     const find = (): string | undefined => this.#lines.slice(since).find((line) => texts.every((text) => line.includes(text)));

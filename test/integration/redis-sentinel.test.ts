@@ -14,7 +14,10 @@ let group: SentinelGroup;
 const cleanup: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
-  group = await SentinelGroup.start();
+  // Not Sentinel's 300 ms default of the helper: right after +switch-master, Sentinel's links to
+  // the new primary are new, and with 300 ms it could find that primary down before they were up
+  // and fail over again and again (seen in CI: no replica left to acknowledge the renewals).
+  group = await SentinelGroup.start({ downAfter: 1000 });
 });
 
 afterAll(async () => {
@@ -35,6 +38,7 @@ describe('Sentinel', () => {
     expect(lease.replicated).toBe(true);
 
     const [primary, replica, second] = group.servers;
+    const mark = group.mark();
     await primary!.kill();
     await until(async () => [replica!.port, second!.port].includes(await group.masterPort()), 'Sentinel to promote a replica');
 
@@ -42,7 +46,11 @@ describe('Sentinel', () => {
     // and lengthen the lease once the other replica, which Sentinel moves to the new primary,
     // acknowledges them.
     const before = lease.validUntil;
-    await until(async () => lease.validUntil > before + 400, 'a renewal on the new primary');
+    await until(async () => lease.validUntil > before + 400, 'a renewal on the new primary').catch(async (error: Error) => {
+      // Seen once in CI (the wait ran out): say what the lease, the servers and Sentinel were doing.
+      const lost = lease.lostError ? ` (${lease.lostError.message})` : '';
+      throw new Error(`${error.message}; lease ${lease.state}${lost}; servers: ${await group.replication()}; sentinel: ${group.loggedSince(mark).join(' | ')}`, { cause: error });
+    });
     expect(lease.held).toBe(true);
     // Nobody else gets the lock on the new primary.
     const other = viaSentinel({ prefix });
