@@ -12,6 +12,7 @@
 // runs before it optimizes anything (a process's first seconds, taken to the extreme).
 import fs from 'node:fs';
 import path from 'node:path';
+import { frameName, profileTree } from './lib/lock-profile.mjs';
 
 const PROCESSES = 8;
 const SKIP_US = 1000 * Number(process.env.SKIP_MS ?? 3000);
@@ -34,9 +35,7 @@ function origin(url, functionName) {
 
 /** Self time (µs) per function and per origin in one profile, within the window, idle and the hold left out. */
 function sum(profile, self, origins) {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parent = new Map();
-  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const { nodes: byId, parent } = profileTree(profile);
   const holding = new Map();
   const inHold = (id) => {
     if (!holding.has(id)) {
@@ -51,10 +50,9 @@ function sum(profile, self, origins) {
     const us = profile.timeDeltas[i + 1] ?? 0;
     if (t - profile.startTime < SKIP_US || profile.endTime - t < TAIL_US) continue;
     const node = byId.get(profile.samples[i]);
-    const { functionName, url, lineNumber } = node.callFrame;
+    const { functionName, url } = node.callFrame;
     if (functionName === '(idle)' || inHold(node.id)) continue;
-    const where = url.replace(/.*node_modules\//, '').replace(/.*\/(dist|bench)\//, '$1/');
-    const name = `${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`;
+    const name = frameName(node);
     self.set(name, (self.get(name) ?? 0) + us);
     const o = origin(url, functionName);
     origins.set(o, (origins.get(o) ?? 0) + us);

@@ -12,9 +12,17 @@ export function windowsFile(dir, kind, pid) {
 }
 
 /** A function's name as the tables print it: name, file (shortened) and line. */
-function frameName({ callFrame: f }) {
+export function frameName({ callFrame: f }) {
   const file = f.url.replace(/.*\/(node_modules\/[^/]+|dist|bench)\//, '$1/').replace(/^node:internal\//, '');
   return `${f.functionName || '(anonymous)'} ${file}${f.lineNumber >= 0 ? `:${f.lineNumber + 1}` : ''}`;
+}
+
+/** A profile's nodes by id, and each node's parent's id. */
+export function profileTree(profile) {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  return { nodes, parent };
 }
 
 /**
@@ -35,9 +43,7 @@ export function profileWindows(dir, kind) {
     const profile = JSON.parse(fs.readFileSync(path.join(dir, profileFile), 'utf8'));
     const windows = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')).sort((a, b) => a[0] - b[0]);
     windowCount += windows.length;
-    const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
-    const parent = new Map();
-    for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+    const { nodes, parent } = profileTree(profile);
     let t = profile.startTime;
     let w = 0;
     for (let i = 0; i < profile.samples.length && w < windows.length; i++) {

@@ -147,11 +147,15 @@ export async function joinScripts(client, i) {
       if (granted) await granted;
       if (BUSY_GRANT_MS > 0) spin(BUSY_GRANT_MS);
     },
-    release: () =>
-      client.lkRelease(...keys, token, 'scripts:inbox:').then((reply) => {
-        if (BUSY_RELEASE_MS > 0) spin(BUSY_RELEASE_MS);
-        return reply;
-      }),
+    // (The busy work's extra promise only with the diagnostic on: the floor's release is the bare call.)
+    release:
+      BUSY_RELEASE_MS > 0
+        ? () =>
+            client.lkRelease(...keys, token, 'scripts:inbox:').then((reply) => {
+              spin(BUSY_RELEASE_MS);
+              return reply;
+            })
+        : () => client.lkRelease(...keys, token, 'scripts:inbox:'),
     leave: () => inbox.close(),
   };
 }

@@ -108,10 +108,9 @@ export class SentinelGroup {
   async replication(): Promise<string> {
     const states = await Promise.all(
       this.servers.map(async (server) => {
-        const raw = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
-        raw.on('error', () => {});
+        const raw = rawClient(server);
+        raw.on('error', () => {}); // a killed server: answered `-`
         try {
-          await raw.connect();
           const info = await raw.info('replication');
           const field = (name: string): string => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? '?';
           return `${server.port} ${field('role')} of ${field('master_port')} link ${field('master_link_status')} replicas ${field('connected_slaves')}`;
@@ -127,7 +126,7 @@ export class SentinelGroup {
 
   /** Resolves with the first line logged from `since` on that contains every one of `texts` (at once if it was logged already). */
   logged(since: number, ...texts: string[]): Promise<string> {
-    const find = (): string | undefined => this.#lines.slice(since).find((line) => texts.every((text) => line.includes(text)));
+    const find = (): string | undefined => this.loggedSince(since).find((line) => texts.every((text) => line.includes(text)));
     return new Promise((resolve) => {
       const found = find();
       if (found !== undefined) return resolve(found);
