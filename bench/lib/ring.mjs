@@ -23,11 +23,23 @@ export async function joinRing(client, i, processes) {
   // Subscribing before the connection's ready check has run makes ioredis send that check (INFO)
   // in subscriber mode, which Redis refuses.
   if (sub.status !== 'ready') await once(sub, 'ready');
+  // The token can come round again before this process has asked for its next turn (its pass's
+  // reply late, the process descheduled: under a profiler 8 processes share 2 cores): kept, not lost.
   let resolveTurn;
-  sub.on('message', (_channel, token) => resolveTurn(token));
+  let early;
+  sub.on('message', (_channel, token) => {
+    if (resolveTurn === undefined) early = token;
+    else resolveTurn(token);
+    resolveTurn = undefined;
+  });
   await sub.subscribe(`ring:${i}`);
   return {
-    turn: () => new Promise((resolve) => (resolveTurn = resolve)),
+    turn: () => {
+      if (early === undefined) return new Promise((resolve) => (resolveTurn = resolve));
+      const token = early;
+      early = undefined;
+      return Promise.resolve(token);
+    },
     pass: (token) => client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % processes}`),
     start: () => client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start')),
     leave: () => sub.disconnect(),
