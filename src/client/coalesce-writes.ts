@@ -39,6 +39,12 @@ export const MAX_CORKED_COMMANDS = 16;
  *
  * `stream` gives the connection's current socket, or `undefined` when it has none that is ready
  * (connecting, reconnecting, closed): then nothing is corked.
+ *
+ * A turn's end is learnt from `process.nextTick` once the turn sends a second command. A turn that
+ * sent one so far learns it from a promise job instead, which costs no call into Node (a tick is
+ * about fifteen: its queue, its async-context bookkeeping); a command that comes after that job in
+ * the same turn counts as the first of another. Every lone command (one lock taken at a time, every
+ * hand-off between processes) sent a tick of its own before.
  */
 export function coalesceWrites(stream: () => CorkableStream | undefined, maxCommands = MAX_CORKED_COMMANDS): () => void {
   /** Commands sent in this turn so far (0: none yet), and in the last turn that sent any. */
@@ -46,12 +52,26 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
   let lastTurn = 0;
   let corked: CorkableStream | undefined;
   let waiting = 0;
+  /** True while a tick will end this turn (it sent several commands, or the last turn did). */
+  let ticking = false;
+  /** Turns ended so far, and the count when the pending lone turn's job was queued (a tick may end that turn first). */
+  let ended = 0;
+  let loneFrom = 0;
   const endTurn = (): void => {
+    ended++;
+    ticking = false;
     lastTurn = thisTurn;
     thisTurn = 0;
     const s = corked;
     corked = undefined;
     s?.uncork();
+  };
+  /** The end of a turn that had sent one command when it was scheduled (unless a tick ends it). */
+  const endLoneTurn = (): void => {
+    if (ticking || ended !== loneFrom) return;
+    ended++;
+    lastTurn = thisTurn;
+    thisTurn = 0;
   };
   return () => {
     if (corked) {
@@ -63,9 +83,15 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
       waiting = 1;
       return;
     }
-    if (thisTurn++ === 0) {
+    if (thisTurn++ === 0 && lastTurn <= 1) {
+      // A lone command, as the last turn's: written at once.
+      loneFrom = ended;
+      void LATER.then(endLoneTurn);
+      return;
+    }
+    if (!ticking) {
+      ticking = true;
       process.nextTick(endTurn);
-      if (lastTurn <= 1) return; // a lone command, as the last turn's: written at once
     }
     const s = stream();
     if (!s) return;
@@ -74,3 +100,6 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
     waiting = 1;
   };
 }
+
+/** Resolved: `.then` on it queues a promise job. */
+const LATER = Promise.resolve();
