@@ -43,10 +43,14 @@ export class HolderNames {
     this.#who = who;
   }
 
-  /** Registers this manager, when it is due: on its first lease, then at most every {@link REGISTER_EVERY}. Not waited for. */
-  touch(): void {
+  /**
+   * Registers this manager, when it is due: on its first lease, then at most every
+   * {@link REGISTER_EVERY}. Not waited for. `at`: the time now, or one the caller read a moment ago
+   * (a lease's acquire).
+   */
+  touch(at?: number): void {
     if (this.#who === undefined) return;
-    const t = now();
+    const t = at ?? now();
     if (t - this.#registeredAt < REGISTER_EVERY) return;
     this.#registeredAt = t;
     this.#backend.registerHolder(holderRegistryKey(this.#prefix, this.#tag), this.#who, REGISTRATION_TTL).catch(() => {

@@ -67,14 +67,15 @@ export class LockWaits {
       // Nobody of this process holds or waits for the lock: try at once (the common, uncontended
       // case). Callers arriving meanwhile queue behind.
       waiter.state = 'active';
-      const heldLately = this.#heldLately.has(keys.name);
+      const heldLately = this.#heldLately.has(keys.name, started);
       waiter.probe = !heldLately;
-      // A promise chain, not an async function: this is every lone caller's path.
-      return waiter.attempt().then(
+      // A promise chain, not an async function: this is every lone caller's path. Its attempt
+      // counts as sent when the call started (a few µs earlier: a validity that much shorter).
+      return waiter.attempt(started).then(
         (first: Attempt): Lease | Promise<Lease> => {
           const grant = waiter.won(first);
           if (grant) return this.#leaseFor(queue, waiter, grant);
-          if (!first.reply.acquired) this.#heldLately.mark(keys.name);
+          if (!first.reply.acquired) this.#heldLately.mark(keys.name, first.sentAt);
           if (trace) trace.contended = true;
           // Waiting continues from this attempt (no extra one), unless it won too late to be of use.
           return this.#serve(queue, waiter, first.reply.acquired ? undefined : first);
@@ -122,15 +123,16 @@ export class LockWaits {
   /**
    * Releases a lease. When a caller of this process waits for the same lock, the lock is handed to
    * it in the release's own round trip (a new token and a new fence), up to `localHandoffs` times
-   * in a row; then it goes to the next waiter of another process, if any.
+   * in a row; then it goes to the next waiter of another process, if any. `at`: when the release
+   * began (monotonic ms).
    */
-  release(lease: Lease, keys: LockKeys, token: string): Promise<OwnershipReply> {
+  release(lease: Lease, keys: LockKeys, token: string, at: number): Promise<OwnershipReply> {
     const { backend, settings } = this.#ctx;
     const queue = this.#queues.get(keys.name);
     const next = queue?.holder === lease && settings.localHandoffs > 0 && backend.handsOff ? queue.waiters[0] : undefined;
     if (!queue || !next || next.state !== 'queued') {
-      if (backend.releaseAlone && !this.#heldLately.has(keys.name)) {
-        return backend.releaseAlone(keys, token, () => this.#heldLately.mark(keys.name)); // someone waited after all
+      if (backend.releaseAlone && !this.#heldLately.has(keys.name, at)) {
+        return backend.releaseAlone(keys, token, () => this.#heldLately.mark(keys.name, at)); // someone waited after all
       }
       // Without a hand-off, a release never answers one: the reply is an OwnershipReply.
       return backend.release(keys, token) as Promise<OwnershipReply>;
@@ -294,7 +296,7 @@ export class LockWaits {
     // wait behind it (they get the lock when it ends). This may end it at once, through onEnd.
     if (renew || queue.waiters.length > 0) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});
-    else ctx.holders.touch(); // who this manager is: written once, not per lease
+    else ctx.holders.touch(sentAt); // who this manager is: written once, not per lease
     return lease;
   }
 

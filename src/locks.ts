@@ -107,8 +107,8 @@ class LockManager implements Locks {
         renewals: new Renewals(backend, () => holders.touch()),
         touchHolder: () => holders.touch(),
         release: observer?.tracing
-          ? (lease, keys, token) => observer.traceRelease(lease, () => this.#locks.release(lease, keys, token))
-          : (lease, keys, token) => this.#locks.release(lease, keys, token),
+          ? (lease, keys, token, at) => observer.traceRelease(lease, () => this.#locks.release(lease, keys, token, at))
+          : (lease, keys, token, at) => this.#locks.release(lease, keys, token, at),
         onEnd: (lease) => {
           observer?.leaseEnded(lease);
           ctx.held.delete(lease);

@@ -10,8 +10,8 @@ import type { Renewals } from './renewals.js';
 export interface LeaseContext<L> {
   readonly backend: Backend;
   readonly driftFactor: number;
-  /** Releases in the backend, passing the lock on to a waiter of this process when there is one. */
-  readonly release: (lease: L, keys: LockKeys, token: string) => Promise<OwnershipReply>;
+  /** Releases in the backend, passing the lock on to a waiter of this process when there is one. `at`: when the release began (monotonic ms). */
+  readonly release: (lease: L, keys: LockKeys, token: string, at: number) => Promise<OwnershipReply>;
   /** Called once when the lease ends (released or lost), so the manager can forget it. */
   readonly onEnd: (lease: L) => void;
   /** Called after each watchdog renewal, with its error when it failed (only when the manager observes). */

@@ -163,9 +163,10 @@ export class Lease extends LeaseLife implements AsyncDisposable {
     // still hold our token (it expires in the backend later than our validity ends): it is
     // still released (which passes the lock on), and the loss reported once a live Redis
     // confirms it, or after GIVE_BACK_WAIT ms at the latest.
-    this.noticeExpiry();
+    const at = now();
+    this.noticeExpiry(at);
     if (this.stateNow === 'lost') {
-      return settleBy(this.#context.release(this, this.#keys, this.#token), now() + GIVE_BACK_WAIT, () => this.lostError!)
+      return settleBy(this.#context.release(this, this.#keys, this.#token, at), at + GIVE_BACK_WAIT, () => this.lostError!)
         .catch(() => {})
         .then(() => {
           throw this.lostError;
@@ -175,7 +176,7 @@ export class Lease extends LeaseLife implements AsyncDisposable {
     try {
       // Not waited for past the lease's validity: the lease is lost then (the release may
       // still run when Redis answers: it deletes only our token).
-      call = this.#withinValidity(this.#context.release(this, this.#keys, this.#token), 'release');
+      call = this.#withinValidity(this.#context.release(this, this.#keys, this.#token, at), 'release');
     } catch (error) {
       call = Promise.reject(error);
     }

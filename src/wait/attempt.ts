@@ -27,7 +27,7 @@ export interface AttemptLimit {
 const ATTEMPT_GRACE = 250;
 
 /**
- * One acquire attempt; if its reply is lost, the lock is given back rather than left held until
+ * One acquire attempt (`sentAt`: when it is sent, if the caller just read the clock); if its reply is lost, the lock is given back rather than left held until
  * its TTL. With `limit`, the attempt also ends at the deadline or when the waiter is stopped
  * (`limit.cancel`), even if Redis never answers (a partition, a frozen server: the command stays
  * queued in the client); a reply that comes after that and won the lock is given back. (A queue
@@ -41,6 +41,7 @@ export function attempt(
   ttl: number,
   queue: QueueEntry | undefined,
   limit?: AttemptLimit,
+  sentAt?: number,
 ): Promise<AcquireReply> {
   const acquiring = backend.acquire(keys, token, ttl, queue);
   const failed = (error: unknown): void => {
@@ -55,7 +56,7 @@ export function attempt(
   }
   // A grace past the deadline: an attempt that a live Redis is about to answer (wait: 0 is one
   // attempt) finishes; only one that Redis does not answer is ended.
-  const at = limit.deadline === Infinity ? Infinity : Math.max(limit.deadline, now() + ATTEMPT_GRACE);
+  const at = limit.deadline === Infinity ? Infinity : Math.max(limit.deadline, (sentAt ?? now()) + ATTEMPT_GRACE);
   return settleBy(acquiring, at, () => limit.noReply(), {
     late: (reply) => {
       if (reply.acquired) giveBack(backend, keys, token); // ended before it came

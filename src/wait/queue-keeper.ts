@@ -45,9 +45,10 @@ const wakeUps = new Deadlines();
 /**
  * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
  * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
- * ends the sleep as any sleep's does; nothing is left watched, whichever way it ends.
+ * ends the sleep as any sleep's does; nothing is left watched, whichever way it ends. `at`: the
+ * time now, when the caller read it a moment ago.
  */
-export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): Promise<void> {
+export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number, at?: number): Promise<void> {
   return new Promise<void>((resolve) => {
     const done = (): void => {
       wakeUps.delete(wakeUp);
@@ -56,14 +57,14 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number): 
       waiter.wake = undefined;
       resolve();
     };
-    // Its entry on wakeUps: `at` moves with each `rearm`.
+    // Its entry on wakeUps: `at` moves with each `rearm` (watched again: a later `at` stays in
+    // place, and the timer looks at it again when it fires for the earlier one).
     const wakeUp = { at: Infinity, expire: done };
-    const arm = (delay: number): void => {
-      wakeUps.delete(wakeUp);
-      wakeUp.at = Math.min(now() + Math.max(0, delay), waiter.deadline);
+    const arm = (delay: number, from: number = now()): void => {
+      wakeUp.at = Math.min(from + Math.max(0, delay), waiter.deadline);
       wakeUps.watch(wakeUp);
     };
-    arm(ms);
+    arm(ms, at);
     waiter.wake = done;
     waiter.rearm = arm;
     keeper.keep(waiter);

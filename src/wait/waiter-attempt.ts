@@ -46,7 +46,7 @@ export interface AttemptingWaiter extends Listener, AttemptLimit {
  * the client's timeout (`Waiter.noReply`); the exit gives the token back (docs/safety.md,
  * "When the client's own timeout ends an attempt").
  */
-export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext): Promise<Attempt> {
+export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext, at?: number): Promise<Attempt> {
   const { backend, inbox, tuning } = context;
   const probe = waiter.probe;
   waiter.probe = false;
@@ -63,13 +63,13 @@ export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext): Pro
   }
   // Before the attempt is sent: a waiter that gives up while it is in flight must leave the queue.
   if (queues) waiter.queuedRemotely = true;
-  const sentAt = now();
+  const sentAt = at ?? now();
   waiter.attempts++;
   waiter.inFlight = true;
   // A promise chain, not an async function: this is every lone caller's path.
   let sent: Promise<AcquireReply>;
   try {
-    sent = attempt(backend, waiter.keys, waiter.token, waiter.ttl, queues ? { member: waiter.member, entryTtl: tuning.recheck * 3 } : undefined, waiter);
+    sent = attempt(backend, waiter.keys, waiter.token, waiter.ttl, queues ? { member: waiter.member, entryTtl: tuning.recheck * 3 } : undefined, waiter, sentAt);
   } catch (error) {
     sent = Promise.reject(error);
   }

@@ -140,9 +140,9 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     this.cancel?.(reason);
   }
 
-  /** One attempt (see {@link sendAttempt}). */
-  attempt(): Promise<Attempt> {
-    return sendAttempt(this, this.#context);
+  /** One attempt (see {@link sendAttempt}); `at`: when it counts as sent, if the caller read the clock just before. */
+  attempt(at?: number): Promise<Attempt> {
+    return sendAttempt(this, this.#context, at);
   }
 
   /** The attempt's win, if it is still of use (see {@link winOf}). */
@@ -195,7 +195,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
         if (this.deadline - now() <= 0) throw await this.#namedGiveUp(outcome);
         continue;
       }
-      if (this.deadline - now() <= 0) throw await this.#namedGiveUp(outcome);
+      let t = now();
+      if (this.deadline - t <= 0) throw await this.#namedGiveUp(outcome);
       if (this.strategy === 'notify' && !this.joined) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
@@ -206,9 +207,10 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
           // still wakes at the holder's TTL and at each recheck.
           if (await this.#joinInbox()) continue; // the lock may have been passed on before the inbox listened
           this.#throwIfStopped();
+          t = now();
         }
       }
-      const remaining = this.deadline - now();
+      const remaining = this.deadline - t;
       if (remaining <= 0) throw await this.#namedGiveUp(outcome);
       if (!this.woken && this.granted === undefined) {
         // A semaphore's ttl 0: the queue holds it back, not a holder: only a wake-up or the recheck ends the sleep.
@@ -217,7 +219,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
         if (this.strategy === 'notify' && this.queuedRemotely && !reply.acquired && keeper?.applies(this)) {
           // Kept queued by the manager's keeper, which wakes it when it must look (see queue-keeper.ts):
           // no re-check of its own, only the holder's TTL (as the keeper last saw it) and the deadline.
-          await sleepKept(keeper, this, Math.min(holderTtl >= 0 ? holderTtl + 1 : Infinity, remaining));
+          await sleepKept(keeper, this, Math.min(holderTtl >= 0 ? holderTtl + 1 : Infinity, remaining), t);
         } else {
           await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
         }
