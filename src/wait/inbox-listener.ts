@@ -7,8 +7,6 @@ export interface Listener {
   woken: boolean;
   /** The fence of a grant announced in the inbox, until the waiter takes it. */
   granted: number | undefined;
-  /** True while an attempt waits for its reply: that attempt (or the next) finds the lock holding its token. */
-  readonly inFlight: boolean;
   /** True during a Redlock split-vote back-off: a wake-up message does not end it. */
   readonly jitter: boolean;
   /** Ends the current sleep early, while it sleeps. */
@@ -92,9 +90,11 @@ export class InboxListener {
       if (!waiter.jitter) waiter.wake?.();
       return;
     }
-    // An attempt in flight will find the lock holding our token (or the next one will).
-    if (waiter.inFlight) waiter.woken = true;
-    else waiter.granted = fence;
+    // Taken by the wait without a round trip, also when it came while an attempt was in flight:
+    // that attempt, answered busy, ran before the release that granted the lock (one that ran
+    // after it finds the lock holding our token, and wins), so the grant counts from its sending.
+    // (Such a grant used to wake the waiter for one more attempt, for a lock already its own.)
+    waiter.granted = fence;
     waiter.wake?.();
   }
 }

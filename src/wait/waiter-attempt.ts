@@ -20,7 +20,6 @@ export interface AttemptingWaiter extends Listener, AttemptLimit {
   heard: boolean;
   queuedRemotely: boolean;
   attempts: number;
-  inFlight: boolean;
   replied: boolean;
   refused: Error | undefined;
   refusals: number;
@@ -65,7 +64,6 @@ export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext, at?:
   if (queues) waiter.queuedRemotely = true;
   const sentAt = at ?? now();
   waiter.attempts++;
-  waiter.inFlight = true;
   // A promise chain, not an async function: this is every lone caller's path.
   let sent: Promise<AcquireReply>;
   try {
@@ -75,14 +73,12 @@ export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext, at?:
   }
   return sent.then(
     (reply): Attempt => {
-      waiter.inFlight = false;
       waiter.replied = true;
       waiter.refused = undefined;
       waiter.refusals = 0;
       return { reply, sentAt, inboxWasListening: listening };
     },
     (error: unknown): Attempt => {
-      waiter.inFlight = false;
       if (!(error instanceof Error) || waiter.stop) throw error;
       if (isSlotRefusal(error)) waiter.refused = error;
       else if (isClientTimeout(error)) waiter.timedOut = error;

@@ -46,7 +46,6 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   attempts = 0;
   /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
   lastSent: number;
-  inFlight = false;
   granted: number | undefined = undefined;
   woken = false;
   /** True once it tried to have the manager's inbox listen for this lock (once per wait). */

@@ -1,0 +1,68 @@
+/**
+ * A grant that reaches a waiter while its attempt is still in flight: the release that granted the
+ * lock ran after that attempt (which found the lock held and queued the waiter), so the waiter
+ * takes the lock from the grant when the attempt's busy reply comes, without another attempt.
+ * (Between processes the grant's message and the attempt's reply can arrive together; the waiter
+ * used to make one more round trip for a lock that was already its own.) On the in-memory backend
+ * (a product feature, not a mock of Redis), wrapped so that one queued attempt's reply is held
+ * back until the test lets it go.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import type { Backend } from '../../src/backend/backend.js';
+import { createMemoryStore } from '../../src/index.js';
+import { memoryManagers } from '../helpers/memory-managers.js';
+
+/** `holdNext`: the next attempt that queues is run, then its reply waits for `gate`; `ran` sees it ran. */
+const state = {
+  holdNext: false,
+  gate: Promise.resolve(),
+  ran: (): void => {},
+  attempts: 0,
+};
+
+vi.mock('../../src/backend/choose.js', async (importOriginal) =>
+  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({
+    async acquire(...call: Parameters<Backend['acquire']>) {
+      state.attempts++;
+      const held = state.holdNext && call[3] !== undefined; // an attempt that queues
+      if (held) state.holdNext = false;
+      const reply = await backend.acquire(...call);
+      if (held) {
+        state.ran();
+        await state.gate;
+      }
+      return reply;
+    },
+  })),
+);
+
+const manager = memoryManagers(() => {
+  Object.assign(state, { holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 });
+});
+
+/** Every promise job queued by now has run (the in-memory inbox delivers in one). */
+const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('a grant that arrives while the waiter has an attempt in flight', () => {
+  it('is taken when the busy reply comes: no further attempt, the lease holds the lock', async () => {
+    const store = createMemoryStore();
+    const [a, b] = [manager(store), manager(store)];
+    const held = await a.acquire('job', { ttl: 5000 });
+    let open!: () => void;
+    state.gate = new Promise<void>((resolve) => (open = resolve));
+    const ran = new Promise<void>((resolve) => (state.ran = resolve));
+    state.holdNext = true;
+    const waiting = b.acquire('job', { ttl: 5000, wait: 5000 });
+    await ran; // its queued attempt found the lock held; the reply is held back
+    const attemptsBefore = state.attempts;
+    await held.release(); // grants the lock to the queued waiter, and tells its inbox
+    await settled(); // the grant has reached the waiter, whose attempt is still in flight
+    open();
+    const lease = await waiting;
+    expect(state.attempts).toBe(attemptsBefore); // no attempt after the busy reply
+    expect(lease.fence).toBeGreaterThan(held.fence);
+    expect((await b.inspect('job')).fence).toBe(lease.fence); // the lock is the waiter's, with the grant's fence
+    await lease.release(); // held until now: no LeaseLostError
+    expect((await b.inspect('job')).held).toBe(false);
+  });
+});
