@@ -27,12 +27,12 @@ export interface AttemptLimit {
 const ATTEMPT_GRACE = 250;
 
 /**
- * One acquire attempt (`sentAt`: when it is sent, if the caller just read the clock); if its reply is lost, the lock is given back rather than left held until
- * its TTL. With `limit`, the attempt also ends at the deadline or when the waiter is stopped
- * (`limit.cancel`), even if Redis never answers (a partition, a frozen server: the command stays
- * queued in the client); a reply that comes after that and won the lock is given back. (A queue
- * entry it made is the waiter's to remove: see {@link Waiter.exit}.) A backend that bounds its
- * own calls needs no limit.
+ * One acquire attempt (`sentAt`: when it is sent, if the caller just read the clock); if its reply
+ * is lost, the lock is given back rather than left held until its TTL. With `limit`, the attempt
+ * also ends at the deadline or when the waiter is stopped (`limit.cancel`), even if Redis never
+ * answers (a partition, a frozen server: the command stays queued in the client); a reply that
+ * comes after that and won the lock is given back. (A queue entry it made is the waiter's to
+ * remove: see {@link Waiter.exit}.) A backend that bounds its own calls needs no limit.
  */
 export function attempt(
   backend: Backend,
