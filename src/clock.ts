@@ -20,7 +20,7 @@ export function driftFor(ttl: number, driftFactor: number): number {
  * lease instead of lengthening it.
  */
 export function validUntil(sentAt: number, ttl: number, driftFactor: number): number {
-  return sentAt + ttl - (Math.ceil(ttl * driftFactor) + DRIFT_FLOOR); // driftFor, inline (every acquire's path)
+  return sentAt + ttl - driftFor(ttl, driftFactor);
 }
 
 /** Full-jitter exponential backoff: a random delay in [0, min(cap, base * 2^attempt)]. */

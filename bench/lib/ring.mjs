@@ -151,6 +151,7 @@ export async function joinScripts(client, i) {
   const member = `p${i}:1`;
   const inbox = await grantInbox(client, `scripts:inbox:p${i}`);
   let token;
+  const release = () => client.lkRelease(...keys, token, 'scripts:inbox:');
   return {
     acquire: async () => {
       token = `0000000${i}${randomBytes(16).toString('hex')}`;
@@ -163,11 +164,11 @@ export async function joinScripts(client, i) {
     release:
       BUSY_RELEASE_MS > 0
         ? () =>
-            client.lkRelease(...keys, token, 'scripts:inbox:').then((reply) => {
+            release().then((reply) => {
               spin(BUSY_RELEASE_MS);
               return reply;
             })
-        : () => client.lkRelease(...keys, token, 'scripts:inbox:'),
+        : release,
     leave: () => inbox.close(),
   };
 }

@@ -54,12 +54,11 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
   let waiting = 0;
   /** True while a tick will end this turn (it sent several commands, or the last turn did). */
   let ticking = false;
-  /** Turns ended so far, and the count when the pending lone turn's job was queued (a tick may end that turn first). */
-  let ended = 0;
-  let loneFrom = 0;
+  /** True while the promise job queued for a lone turn is to end it (no tick took over). */
+  let lone = false;
   const endTurn = (): void => {
-    ended++;
     ticking = false;
+    lone = false;
     lastTurn = thisTurn;
     thisTurn = 0;
     const s = corked;
@@ -68,8 +67,8 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
   };
   /** The end of a turn that had sent one command when it was scheduled (unless a tick ends it). */
   const endLoneTurn = (): void => {
-    if (ticking || ended !== loneFrom) return;
-    ended++;
+    if (!lone) return;
+    lone = false;
     lastTurn = thisTurn;
     thisTurn = 0;
   };
@@ -85,12 +84,13 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
     }
     if (thisTurn++ === 0 && lastTurn <= 1) {
       // A lone command, as the last turn's: written at once.
-      loneFrom = ended;
+      lone = true;
       void LATER.then(endLoneTurn);
       return;
     }
     if (!ticking) {
       ticking = true;
+      lone = false; // the tick ends this turn
       process.nextTick(endTurn);
     }
     const s = stream();

@@ -195,7 +195,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
         continue;
       }
       let t = now();
-      if (this.deadline - t <= 0) throw await this.#namedGiveUp(outcome);
+      let remaining = this.deadline - t;
+      if (remaining <= 0) throw await this.#namedGiveUp(outcome);
       if (this.strategy === 'notify' && !this.joined) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
@@ -207,10 +208,10 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
           if (await this.#joinInbox()) continue; // the lock may have been passed on before the inbox listened
           this.#throwIfStopped();
           t = now();
+          remaining = this.deadline - t;
+          if (remaining <= 0) throw await this.#namedGiveUp(outcome);
         }
       }
-      const remaining = this.deadline - t;
-      if (remaining <= 0) throw await this.#namedGiveUp(outcome);
       if (!this.woken && this.granted === undefined) {
         // A semaphore's ttl 0: the queue holds it back, not a holder: only a wake-up or the recheck ends the sleep.
         const holderTtl = reply.acquired ? 0 : locks || reply.ttl > 0 ? reply.ttl : -1;

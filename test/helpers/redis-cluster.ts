@@ -14,6 +14,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { parseInfo } from './redis-server.js';
 
 export type ClusterNodeRole = 'master' | 'replica';
 
@@ -109,15 +110,6 @@ async function command(port: number, args: readonly (string | number)[], timeout
   } finally {
     client.disconnect();
   }
-}
-
-function parseInfo(text: string): Map<string, string> {
-  const fields = new Map<string, string>();
-  for (const line of text.split(/\r?\n/)) {
-    const colon = line.indexOf(':');
-    if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
-  }
-  return fields;
 }
 
 interface NodeLine {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { rawClient } from './harness.js';
-import { freePort, RedisServer } from './redis-server.js';
+import { freePort, parseInfo, RedisServer } from './redis-server.js';
 
 /** The name the sentinel monitors the group under. */
 export const GROUP = 'main';
@@ -111,8 +111,8 @@ export class SentinelGroup {
         const raw = rawClient(server);
         raw.on('error', () => {}); // a killed server: answered `-`
         try {
-          const info = await raw.info('replication');
-          const field = (name: string): string => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim() ?? '?';
+          const info = parseInfo(await raw.info('replication'));
+          const field = (name: string): string => info.get(name) ?? '?';
           return `${server.port} ${field('role')} of ${field('master_port')} link ${field('master_link_status')} replicas ${field('connected_slaves')}`;
         } catch {
           return `${server.port} -`;

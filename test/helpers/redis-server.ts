@@ -29,6 +29,16 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** The fields of an `INFO` (or `CLUSTER INFO`) reply, by name. */
+export function parseInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return fields;
+}
+
 export class RedisServer {
   readonly port: number;
   readonly dir: string;
