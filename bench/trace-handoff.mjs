@@ -19,7 +19,10 @@
 // It prints p50 and p99 of each in µs. The timestamps cost time too: compare the two rows, not
 // the totals with bench/ring.mjs. Usage: npm run build && node bench/trace-handoff.mjs
 // LATCHKEY_DIST=bench/dist-a/index.js traces another build of latchkey (a copy of its dist inside
-// the repository). BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default).
+// the repository); LATCHKEY_DIST=dist/index.js,bench/dist-a/index.js traces both, a row each, in
+// turn in every round, and prints each build's lock phase over the scripts' of the same round (the
+// median over the rounds): builds compared in one run, the machine's speed of each round taken
+// out. BENCH_CLIENTS=6|5: the ioredis major (lib/clients.mjs, 6 by default).
 // Marks inside the lock phase: a build whose code calls `globalThis.__latchkeyMark?.('name')` (a
 // copy in bench/dist-a with calls added by hand, never committed) gets, per mark, the p50 and p99
 // of its time after the 'message' event that handed the lock over, in the hand-offs it marked.
@@ -33,7 +36,7 @@ import { latchkeyModule } from './lib/latchkey-module.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { printProfile, profileWindows, windowsFile } from './lib/lock-profile.mjs';
 import { joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
-import { summarize } from './lib/stats.mjs';
+import { median, summarize } from './lib/stats.mjs';
 import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
@@ -151,7 +154,7 @@ if (process.argv[2] === '--worker') {
     await locks.close();
   }
   const runDir = process.env.TRACE_PROFILE_RUN;
-  if (runDir) fs.writeFileSync(windowsFile(runDir, kind, process.pid), JSON.stringify(windows));
+  if (runDir) fs.writeFileSync(windowsFile(runDir, process.env.TRACE_ROW ?? kind, process.pid), JSON.stringify(windows));
   process.send(records, () => {
     client.disconnect();
     process.exit(0);
@@ -166,14 +169,25 @@ if (process.argv[2] === '--worker') {
   }
   const server = await startRedisServer();
   const here = fileURLToPath(import.meta.url);
-  const phases = { ring: [], scripts: [], latchkey: [] };
-  const markTimes = new Map(); // mark -> its times after the 'message' event, ms
+  // One latchkey row per build of LATCHKEY_DIST (comma-separated: builds side by side, in turn in
+  // each round); its workers load that build (lib/latchkey-module.mjs reads the variable they inherit).
+  const builds = (process.env.LATCHKEY_DIST ?? '').split(',').filter(Boolean);
+  const latchkeyRows = builds.length > 1 ? builds.map((build) => [`latchkey ${build}`, build]) : [['latchkey', builds[0]]];
+  const phases = { ring: [], scripts: [], ...Object.fromEntries(latchkeyRows.map(([row]) => [row, []])) };
+  const builtFrom = new Map(latchkeyRows);
+  const lockP50s = new Map(); // row -> its lock phase's p50 in each round, ms
+  const markTimes = new Map(); // mark (with its row, when there are several builds) -> its times after the 'message' event, ms
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      for (const kind of Object.keys(phases)) {
+      for (const row of Object.keys(phases)) {
+        const kind = builtFrom.has(row) ? 'latchkey' : row;
+        if (builtFrom.get(row) === undefined) delete process.env.LATCHKEY_DIST;
+        else process.env.LATCHKEY_DIST = builtFrom.get(row);
+        process.env.TRACE_ROW = row.replace(/[^\w.-]+/g, '_');
         const startAt = now() + 1500;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        const roundLocks = [];
         const all = messages.flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
         for (let k = 1; k < all.length; k++) {
           const [acquiredAt, data, message, , , marked, lockCpu, holder] = all[k];
@@ -181,11 +195,15 @@ if (process.argv[2] === '--worker') {
           if (acquiredAt < startAt + WARMUP_MS || holder === previous || !write) continue;
           for (const [name, at] of Object.entries(marked ?? {})) {
             if (at < message || at > acquiredAt) continue;
-            if (!markTimes.has(name)) markTimes.set(name, []);
-            markTimes.get(name).push(at - message);
+            const key = builds.length > 1 ? `${row}: ${name}` : name;
+            if (!markTimes.has(key)) markTimes.set(key, []);
+            markTimes.get(key).push(at - message);
           }
-          phases[kind].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, lockCpu, total: acquiredAt - releaseAt });
+          roundLocks.push(acquiredAt - message);
+          phases[row].push({ releaser: write - releaseAt, redis: data - write, ioredis: message - data, lock: acquiredAt - message, lockCpu, total: acquiredAt - releaseAt });
         }
+        if (!lockP50s.has(row)) lockP50s.set(row, []);
+        lockP50s.get(row).push(summarize(roundLocks).p50);
       }
     }
   } finally {
@@ -199,8 +217,15 @@ if (process.argv[2] === '--worker') {
       const s = summarize(rows.map((r) => r[name]));
       return `${µs(s.p50)} / ${µs(s.p99)}`;
     };
-    const label = { ring: 'ring (the smallest lock)', scripts: "scripts (latchkey's Lua, nothing around it)", latchkey: 'latchkey' }[kind];
+    const label = { ring: 'ring (the smallest lock)', scripts: "scripts (latchkey's Lua, nothing around it)" }[kind] ?? kind;
     console.log(`| ${label} | ${rows.length} | ${cell('releaser')} | ${cell('redis')} | ${cell('ioredis')} | ${cell('lock')} | ${cell('lockCpu')} | ${cell('total')} |`);
+  }
+  // The lock phase over the scripts' in the same round: what the lock's own code adds, with the
+  // machine's speed of that round taken out (rows of one round run within seconds of each other).
+  console.log(`\nlock phase p50 over the scripts' of the same round, µs (median of ${ROUNDS} rounds; each round's in brackets):`);
+  for (const [row] of latchkeyRows) {
+    const over = lockP50s.get(row).map((p50, r) => p50 - lockP50s.get('scripts')[r]);
+    console.log(`  ${row}: ${µs(median(over)).trim()} (${over.map((x) => µs(x).trim()).join(', ')})`);
   }
   if (markTimes.size > 0) {
     console.log('\n| mark (after the message event), µs | n | p50 | p99 |\n| --- | --: | --: | --: |');
@@ -208,7 +233,7 @@ if (process.argv[2] === '--worker') {
     for (const [name, n, s] of byMedian) console.log(`| ${name} | ${n} | ${µs(s.p50)} | ${µs(s.p99)} |`);
   }
   if (process.env.TRACE_PROFILE_RUN) {
-    const profiles = Object.keys(phases).map((kind) => [kind, profileWindows(process.env.TRACE_PROFILE_RUN, kind)]);
+    const profiles = Object.keys(phases).map((row) => [row, profileWindows(process.env.TRACE_PROFILE_RUN, row.replace(/[^\w.-]+/g, '_'))]);
     for (const [kind, result] of profiles) printProfile(`${kind}, lock phase (profiles in ${process.env.TRACE_PROFILE_RUN})`, result, profiles[0][1]);
   }
 }
