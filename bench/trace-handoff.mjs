@@ -40,6 +40,8 @@ import { median, summarize } from './lib/stats.mjs';
 import { onSubscriberMessages } from './lib/subscriber-messages.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 4);
+/** A row's name as its workers' profile windows are filed under (TRACE_ROW; a build's path has slashes). */
+const rowFileName = (row) => row.replace(/[^\w.-]+/g, '_');
 const ROUNDS = Number(process.env.ROUNDS || 2);
 const PROCESSES = 8;
 const WARMUP_MS = 1000;
@@ -183,7 +185,7 @@ if (process.argv[2] === '--worker') {
         const kind = builtFrom.has(row) ? 'latchkey' : row;
         if (builtFrom.get(row) === undefined) delete process.env.LATCHKEY_DIST;
         else process.env.LATCHKEY_DIST = builtFrom.get(row);
-        process.env.TRACE_ROW = row.replace(/[^\w.-]+/g, '_');
+        process.env.TRACE_ROW = rowFileName(row);
         const startAt = now() + 1500;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
@@ -233,7 +235,7 @@ if (process.argv[2] === '--worker') {
     for (const [name, n, s] of byMedian) console.log(`| ${name} | ${n} | ${µs(s.p50)} | ${µs(s.p99)} |`);
   }
   if (process.env.TRACE_PROFILE_RUN) {
-    const profiles = Object.keys(phases).map((row) => [row, profileWindows(process.env.TRACE_PROFILE_RUN, row.replace(/[^\w.-]+/g, '_'))]);
+    const profiles = Object.keys(phases).map((row) => [row, profileWindows(process.env.TRACE_PROFILE_RUN, rowFileName(row))]);
     for (const [kind, result] of profiles) printProfile(`${kind}, lock phase (profiles in ${process.env.TRACE_PROFILE_RUN})`, result, profiles[0][1]);
   }
 }

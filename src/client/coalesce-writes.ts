@@ -58,7 +58,6 @@ export function coalesceWrites(stream: () => CorkableStream | undefined, maxComm
   let lone = false;
   const endTurn = (): void => {
     ticking = false;
-    lone = false;
     lastTurn = thisTurn;
     thisTurn = 0;
     const s = corked;
