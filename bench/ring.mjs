@@ -28,6 +28,8 @@
 // first seconds (from 1 s after the start) and their steady state (from RING_STEADY s after it,
 // default 20; see STEADY_MS). CPU and commands are those of the steady window. RING_SLICES=<ms>
 // also prints each row's hand-off p50 and mean per slice of that length: the warm-up, seen.
+// RING_SERVER_TIMES=1 also gives, per window, how long Redis ran each script per call (p50, p90:
+// lib/script-times.mjs, the slow log recording every command; it costs the server a little).
 // Usage: npm run build && node bench/ring.mjs   (about 27 s per row and pass)
 //        RING_STEADY=0 node bench/ring.mjs  (the first window alone: 6 s per row and pass)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
@@ -40,6 +42,7 @@ import { processCpu } from './lib/process-cpu.mjs';
 import { callsDelta, commandCalls, scriptCalls, totalCalls } from './lib/redis-info.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinQueue, joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
+import { scriptTimes } from './lib/script-times.mjs';
 import { median, summarize } from './lib/stats.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 5);
@@ -53,6 +56,10 @@ const WARMUP_MS = 1000;
 // seconds (node --trace-opt: latchkey's hand-off functions are optimized 4 to 22 s into a run).
 // RING_STEADY=0: the first window alone (the run is then 1 + BENCH_SECONDS s per row).
 const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 20);
+// SCRIPTS_REJOIN_MS=<ms>: the `scripts` row waits that long after each release before it asks
+// for the lock again (a diagnostic: what the releasing process's next acquire, sent the moment its
+// release is answered, costs the hand-off under way; the ring has none, every other row one).
+const REJOIN_MS = Number(process.env.SCRIPTS_REJOIN_MS || 0);
 const RING_WITH = (
   process.env.RING_WITH ||
   'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
@@ -103,6 +110,7 @@ if (process.argv[2] === '--worker') {
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
         await queue.release();
+        if (kind === 'scripts' && REJOIN_MS > 0) await sleep(REJOIN_MS);
       }
       queue.leave();
     })();
@@ -147,6 +155,7 @@ if (process.argv[2] === '--worker') {
   const stats = new Redis(server.port, '127.0.0.1');
   const here = fileURLToPath(import.meta.url);
   const results = Object.fromEntries(['ring', 'queue', 'scripts', ...RING_WITH].map((kind) => [kind, []]));
+  const times = process.env.RING_SERVER_TIMES ? await scriptTimes(stats) : undefined;
   try {
     for (let pass = 0; pass < PASSES; pass++) {
       for (const kind of Object.keys(results)) {
@@ -163,8 +172,17 @@ if (process.argv[2] === '--worker') {
           redisFrom = processCpu(server.pid);
           callsFrom = commandCalls(stats);
         }, last - now());
+        // RING_SERVER_TIMES: each window's script calls, timed by the server (lib/script-times.mjs).
+        const serverTimes = {};
+        const timers = Object.entries(times ? windows : {}).map(([name, from]) => {
+          let id;
+          const t1 = setTimeout(async () => (id = await times.begin()), from - now());
+          const t2 = setTimeout(async () => (serverTimes[name] = times.end(await id)), from + SECONDS * 1000 - now());
+          return [t1, t2];
+        });
         const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
         clearTimeout(sampleRedis);
+        for (const t of timers.flat()) clearTimeout(t);
         const redisTo = processCpu(server.pid);
         const redisCpu = redisFrom ? redisTo.user + redisTo.system - redisFrom.user - redisFrom.system : NaN;
         const workersCpu = messages.reduce((sum, m) => sum + m.cpu, 0);
@@ -176,10 +194,12 @@ if (process.argv[2] === '--worker') {
         for (const [name, from] of Object.entries(windows)) row[name] = windowStats(all, from, from + SECONDS * 1000);
         const n = row[windows.steady ? 'steady' : 'early'].acquisitions;
         Object.assign(row, { nodeCpu: workersCpu / n, redisCpu: redisCpu / n, commands: totalCalls(calls) / n, calls: scriptCalls(calls) / n });
+        for (const [name, reading] of Object.entries(serverTimes)) row[name].scripts = await reading;
         results[kind].push(row);
         const brief = (w) => `${w.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${w.p50.toFixed(3)} ms  mean ${w.mean.toFixed(3)} ms  p99 ${w.p99.toFixed(3)} ms  same holder ${(100 * w.same).toFixed(0)} %`;
         console.error(`${kind.padEnd(30)} first seconds: ${brief(row.early)}`);
         if (row.steady) console.error(`${''.padEnd(30)} steady:        ${brief(row.steady)}`);
+        for (const name of Object.keys(serverTimes)) console.error(`${''.padEnd(30)} server µs per script call (${name === 'early' ? 'first seconds' : 'steady'}): ${scriptLine(row[name].scripts)}`);
         console.error(
           `${''.padEnd(30)} per acquisition (${row.steady ? 'steady' : 'first seconds'}): CPU Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
         );
@@ -187,6 +207,7 @@ if (process.argv[2] === '--worker') {
       }
     }
   } finally {
+    await times?.restore();
     stats.disconnect();
     await server.stop();
   }
@@ -212,7 +233,25 @@ if (process.argv[2] === '--worker') {
         `| ${labels[kind] ?? kind} | ${m((w) => w.acqPerSecond).toFixed(0)} | ${ratio(kind, (w) => w.acqPerSecond).toFixed(2)} | ${m((w) => w.p50).toFixed(3)} | ${m((w) => w.p99).toFixed(3)} | ${ratios} | ${(100 * m((w) => w.same)).toFixed(0)} % |`,
       );
     }
+    if (times) {
+      console.log(`\nserver µs per script call (p50 and p90 of the window's calls, median of ${PASSES} passes; calls per acquisition)\n`);
+      console.log('| row | script | calls per acquisition | p50 µs | p90 µs |');
+      console.log('| --- | --- | --: | --: | --: |');
+      for (const [kind, rows] of Object.entries(results)) {
+        for (const script of new Set(rows.flatMap((r) => Object.keys(r[name].scripts ?? {})))) {
+          const m = (f) => median(rows.map((r) => (r[name].scripts?.[script] ? f(r[name].scripts[script], r[name]) : NaN)).filter((x) => !Number.isNaN(x)));
+          console.log(`| ${kind} | ${script} | ${m((t, w) => t.n / w.acquisitions).toFixed(2)} | ${m((t) => t.p50)} | ${m((t) => t.p90)} |`);
+        }
+      }
+    }
   }
+}
+
+/** One window's script calls timed by the server, for a pass's line: "<script> <p50>/<p90> µs ×<n>". */
+function scriptLine(scripts) {
+  return Object.entries(scripts)
+    .map(([name, t]) => `${name} ${t.p50}/${t.p90} µs ×${t.n}`)
+    .join(', ');
 }
 
 /** Acquisitions per second, the hand-offs to another process (p50, p99, mean, ms) and the share that went to the same holder, of the acquisitions in [from, to]. */
