@@ -97,8 +97,9 @@ if (process.argv[2] === '--worker') {
     })();
     // Process 0 starts the ring once every process listens (the parent says so).
     if (i === 0) process.once('message', () => void ring.start());
-  } else if (kind === 'queue' || kind === 'scripts') {
-    const queue = await (kind === 'queue' ? joinQueue : joinScripts)(client, i);
+  } else if (kind === 'queue' || kind === 'scripts' || kind.startsWith('scripts@')) {
+    // "scripts@<path>": the scripts row with another release.lua (to compare a change to it in the same run).
+    const queue = await (kind === 'queue' ? joinQueue : joinScripts)(client, i, kind.split('@')[1]);
     process.send({ ready: true });
     await new Promise((resolve) => process.once('message', resolve));
     done = (async () => {
@@ -110,7 +111,7 @@ if (process.argv[2] === '--worker') {
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
         await queue.release();
-        if (kind === 'scripts' && REJOIN_MS > 0) await sleep(REJOIN_MS);
+        if (kind.startsWith('scripts') && REJOIN_MS > 0) await sleep(REJOIN_MS);
       }
       queue.leave();
     })();

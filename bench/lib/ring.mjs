@@ -135,16 +135,17 @@ async function grantInbox(client, channel) {
  * first live waiter, a fence from the server's clock, a message to its inbox), called straight
  * through ioredis: no manager, no in-process queue, no keeper, no timers. What latchkey's
  * guarantees cost on this machine with no library code around them: its hand-off can be no faster.
+ * `releaseLua`: the path of another release.lua to call instead (same keys and arguments).
  */
 // SCRIPTS_BUSY_US="<grant>,<release>": busy work (µs) the `scripts` row does once a grant has
 // arrived, before its acquire resolves, and once its release is answered. A diagnostic: what
 // latchkey's own code around the same scripts costs, as plain CPU and nothing else.
 const [BUSY_GRANT_MS, BUSY_RELEASE_MS] = (process.env.SCRIPTS_BUSY_US ?? '0,0').split(',').map((us) => Number(us || 0) / 1000);
 
-export async function joinScripts(client, i) {
+export async function joinScripts(client, i, releaseLua) {
   const lua = (name) => readFileSync(new URL(`../../src/lua/${name}.lua`, import.meta.url), 'utf8');
   client.defineCommand('lkAcquire', { numberOfKeys: 4, lua: lua('acquire') });
-  client.defineCommand('lkRelease', { numberOfKeys: 4, lua: lua('release') });
+  client.defineCommand('lkRelease', { numberOfKeys: 4, lua: releaseLua ? readFileSync(releaseLua, 'utf8') : lua('release') });
   await client.ping();
   const keys = ['scripts', 'scripts:fence', 'scripts:queue', 'scripts:alive'];
   // A release tells waiter "<inbox>:<id>" on channel "scripts:inbox:<inbox>".
