@@ -56,9 +56,10 @@ const WARMUP_MS = 1000;
 // seconds (node --trace-opt: latchkey's hand-off functions are optimized 4 to 22 s into a run).
 // RING_STEADY=0: the first window alone (the run is then 1 + BENCH_SECONDS s per row).
 const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 20);
-// SCRIPTS_REJOIN_MS=<ms>: the `scripts` row waits that long after each release before it asks
+// SCRIPTS_REJOIN_MS=<ms>: the `scripts@...` rows wait that long after each release before they ask
 // for the lock again (a diagnostic: what the releasing process's next acquire, sent the moment its
 // release is answered, costs the hand-off under way; the ring has none, every other row one).
+// `RING_WITH=scripts@` (no path: the same release.lua) puts such a row beside the unchanged one.
 const REJOIN_MS = Number(process.env.SCRIPTS_REJOIN_MS || 0);
 const RING_WITH = (
   process.env.RING_WITH ||
@@ -98,8 +99,9 @@ if (process.argv[2] === '--worker') {
     // Process 0 starts the ring once every process listens (the parent says so).
     if (i === 0) process.once('message', () => void ring.start());
   } else if (kind === 'queue' || kind === 'scripts' || kind.startsWith('scripts@')) {
-    // "scripts@<path>": the scripts row with another release.lua (to compare a change to it in the same run).
-    const queue = await (kind === 'queue' ? joinQueue : joinScripts)(client, i, kind.split('@')[1]);
+    // "scripts@<path>": the scripts row with another release.lua (to compare a change to it in the
+    // same run); "scripts@": the same release.lua (with SCRIPTS_REJOIN_MS, the re-join delayed).
+    const queue = await (kind === 'queue' ? joinQueue : joinScripts)(client, i, kind.split('@')[1] || undefined);
     process.send({ ready: true });
     await new Promise((resolve) => process.once('message', resolve));
     done = (async () => {
@@ -111,7 +113,7 @@ if (process.argv[2] === '--worker') {
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
         await queue.release();
-        if (kind.startsWith('scripts') && REJOIN_MS > 0) await sleep(REJOIN_MS);
+        if (kind.startsWith('scripts@') && REJOIN_MS > 0) await sleep(REJOIN_MS);
       }
       queue.leave();
     })();
