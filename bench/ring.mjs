@@ -183,7 +183,7 @@ if (process.argv[2] === '--worker') {
           const t2 = setTimeout(async () => (serverTimes[name] = times.end(await id)), from + SECONDS * 1000 - now());
           return [t1, t2];
         });
-        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)], endAt);
         clearTimeout(sampleRedis);
         for (const t of timers.flat()) clearTimeout(t);
         const redisTo = processCpu(server.pid);

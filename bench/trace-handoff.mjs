@@ -188,7 +188,7 @@ if (process.argv[2] === '--worker') {
         process.env.TRACE_ROW = rowFileName(row);
         const startAt = now() + 1500;
         const endAt = startAt + WARMUP_MS + SECONDS * 1000;
-        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)]);
+        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)], endAt);
         const roundLocks = [];
         const all = messages.flatMap((records, p) => records.map((r) => [...r, p])).sort((a, b) => a[0] - b[0]);
         for (let k = 1; k < all.length; k++) {

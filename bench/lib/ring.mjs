@@ -5,7 +5,7 @@ import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { baseString, spin } from './clock.mjs';
+import { baseString, now, spin } from './clock.mjs';
 
 /** The ring's release: checks the holder's token, writes the next holder's and tells it. */
 export const PASS_ON =
@@ -46,12 +46,17 @@ export async function joinRing(client, i, processes) {
   };
 }
 
+/** How long after the end of their run workers may take to finish before they count as stalled. */
+const STALLED_MS = 30_000;
+
 /**
  * Forks `processes` workers of `script` with `args(i)`, waits until each says it is ready, sends
  * them all 'go', and resolves with each one's final message. A worker that dies (an error in a
- * library) rejects, instead of leaving the run waiting.
+ * library) rejects, instead of leaving the run waiting; so do workers still running 30 s after
+ * `endAt` (ms on lib/clock.mjs's clock, when given): a lock that stopped passing (a broken copy of
+ * a script, a grant lost), killed and reported instead of a run that never ends.
  */
-export async function runWorkers(script, processes, args) {
+export async function runWorkers(script, processes, args, endAt) {
   // RING_NODE_ARGS: flags for the workers' node (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
   const execArgv = process.env.RING_NODE_ARGS ? process.env.RING_NODE_ARGS.split(' ') : [];
   const workers = Array.from({ length: processes }, (_, i) => fork(script, args(i), { env: { ...process.env, BENCH_BASE: baseString }, execArgv }));
@@ -63,7 +68,19 @@ export async function runWorkers(script, processes, args) {
   await Promise.all(workers.map(next));
   const finished = workers.map(next);
   for (const w of workers) w.send('go');
-  return Promise.all(finished);
+  if (endAt === undefined) return Promise.all(finished);
+  let timer;
+  const stalled = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      for (const w of workers) w.kill();
+      reject(new Error(`workers (${args(0).join(' ')}) still running ${STALLED_MS / 1000} s after the end of their run: the lock stopped passing`));
+    }, endAt + STALLED_MS - now());
+  });
+  try {
+    return await Promise.race([Promise.all(finished), stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
