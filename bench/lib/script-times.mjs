@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { PASS_ON, QUEUE_ACQUIRE, QUEUE_RELEASE } from './ring.mjs';
+import { percentile, sorted } from './stats.mjs';
 
 const sha1 = (text) => createHash('sha1').update(text).digest('hex');
 
@@ -39,9 +40,8 @@ export async function scriptTimes(client) {
   const names = scriptNames();
   const before = await client.config('GET', 'slowlog-*');
   await client.config('SET', 'slowlog-log-slower-than', '0', 'slowlog-max-len', String(KEPT));
-  const lastId = async () => Number((await client.slowlog('GET', 1))[0]?.[0] ?? -1);
   return {
-    begin: lastId,
+    begin: async () => Number((await client.slowlog('GET', 1))[0]?.[0] ?? -1),
     async end(fromId) {
       const entries = await client.slowlog('GET', KEPT);
       const byScript = {};
@@ -52,8 +52,8 @@ export async function scriptTimes(client) {
       }
       const out = {};
       for (const [name, times] of Object.entries(byScript)) {
-        times.sort((a, b) => a - b);
-        out[name] = { n: times.length, p50: times[Math.floor(times.length / 2)], p90: times[Math.floor(times.length * 0.9)] };
+        const asc = sorted(times);
+        out[name] = { n: asc.length, p50: percentile(asc, 50), p90: percentile(asc, 90) };
       }
       return out;
     },
