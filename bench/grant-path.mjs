@@ -11,6 +11,10 @@
 // free) is not counted; n says how many were.
 // Usage: npm run build && node bench/grant-path.mjs
 //        LATCHKEY_DIST=bench/dist-a/index.js node bench/grant-path.mjs  (another build)
+//        LATCHKEY_DIST=dist/index.js,bench/dist-a/index.js node bench/grant-path.mjs  (builds side by
+//        side: a row each, in turn in every round, each over the scripts' p50 of its round)
+//        node --no-opt bench/grant-path.mjs  (V8's optimizer off: the code a process runs in its
+//        first seconds, before V8 optimizes it; steadier from run to run than bench/trace-handoff.mjs)
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { openPair, takeTurns } from './lib/grant-pair.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
@@ -56,27 +60,34 @@ async function handOffs(pair) {
 
 console.log(clientsLine(['ioredis']));
 const server = await startRedisServer();
-const rows = { scripts: [], latchkey: [] };
+// One latchkey row per build of LATCHKEY_DIST (comma-separated; lib/latchkey-module.mjs reads it at each openPair).
+const builds = (process.env.LATCHKEY_DIST ?? '').split(',').filter(Boolean);
+const latchkeyRows = builds.length > 1 ? builds.map((build) => [`latchkey ${build}`, build]) : [['latchkey', builds[0]]];
+const builtFrom = new Map(latchkeyRows);
+const rows = { scripts: [], ...Object.fromEntries(latchkeyRows.map(([row]) => [row, []])) };
 try {
   for (let round = 0; round < ROUNDS; round++) {
-    for (const kind of Object.keys(rows)) {
+    for (const row of Object.keys(rows)) {
+      const kind = row === 'scripts' ? row : 'latchkey';
+      if (builtFrom.get(row) === undefined) delete process.env.LATCHKEY_DIST;
+      else process.env.LATCHKEY_DIST = builtFrom.get(row);
       const { pair, close } = await openPair(Redis, kind, server.port, `grant-path:${round}:`);
       const windows = sorted(await handOffs(pair));
       await close();
-      rows[kind].push({ n: windows.length, p10: percentile(windows, 10), p50: percentile(windows, 50), p90: percentile(windows, 90) });
-      const r = rows[kind].at(-1);
-      console.error(`${kind.padEnd(9)} round ${round + 1}: n ${r.n}  p10 ${r.p10.toFixed(1)}  p50 ${r.p50.toFixed(1)}  p90 ${r.p90.toFixed(1)} µs`);
+      rows[row].push({ n: windows.length, p10: percentile(windows, 10), p50: percentile(windows, 50), p90: percentile(windows, 90) });
+      const r = rows[row].at(-1);
+      console.error(`${row.padEnd(9)} round ${round + 1}: n ${r.n}  p10 ${r.p10.toFixed(1)}  p50 ${r.p50.toFixed(1)}  p90 ${r.p90.toFixed(1)} µs`);
     }
   }
 } finally {
   await server.stop();
 }
-const ratio = median(rows.latchkey.map((r, i) => r.p50 / rows.scripts[i].p50));
 console.log(`| 'message' -> acquire() resolved, one process, medians of ${ROUNDS} rounds | n | p10 µs | p50 µs | p90 µs | p50 / scripts |`);
 console.log('| --- | --: | --: | --: | --: | --: |');
-for (const [kind, rs] of Object.entries(rows)) {
+for (const [row, rs] of Object.entries(rows)) {
   const m = (f) => median(rs.map(f)).toFixed(1);
-  console.log(`| ${kind} | ${median(rs.map((r) => r.n))} | ${m((r) => r.p10)} | ${m((r) => r.p50)} | ${m((r) => r.p90)} | ${kind === 'scripts' ? '1.00' : ratio.toFixed(2)} |`);
+  const ratio = median(rs.map((r, i) => r.p50 / rows.scripts[i].p50));
+  console.log(`| ${row} | ${median(rs.map((r) => r.n))} | ${m((r) => r.p10)} | ${m((r) => r.p50)} | ${m((r) => r.p90)} | ${ratio.toFixed(2)} |`);
 }
 if (markTimes.size > 0) {
   console.log('\n| mark (after the message event), µs | n | p50 |\n| --- | --: | --: |');
