@@ -66,14 +66,16 @@ export async function runWorkers(script, processes, args, endAt) {
       w.once('exit', (code) => code !== 0 && reject(new Error(`a worker (${args(0).join(' ')}) exited with code ${code}`)));
     });
   await Promise.all(workers.map(next));
-  const finished = workers.map(next);
+  const done = new Set(); // the workers that sent their final message (a stalled run names the others)
+  const finished = workers.map((w, i) => next(w).then((message) => (done.add(i), message)));
   for (const w of workers) w.send('go');
   if (endAt === undefined) return Promise.all(finished);
   let timer;
   const stalled = new Promise((_, reject) => {
     timer = setTimeout(() => {
       for (const w of workers) w.kill();
-      reject(new Error(`workers (${args(0).join(' ')}) still running ${STALLED_MS / 1000} s after the end of their run: the lock stopped passing`));
+      const unfinished = workers.map((_, i) => i).filter((i) => !done.has(i));
+      reject(new Error(`workers (${args(0).join(' ')}) still running ${STALLED_MS / 1000} s after the end of their run: the lock stopped passing (unfinished: ${unfinished.join(', ')} of 0-${processes - 1})`));
     }, endAt + STALLED_MS - now());
   });
   try {
