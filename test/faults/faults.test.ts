@@ -166,11 +166,14 @@ describe('fault suite, single Redis', () => {
 
   it('Redis restarted WITHOUT persistence while a lease is held: the checker sees the overlap, and the fenced resource refuses the stale write', async () => {
     rig = await FaultRig.start({ persistence: false });
-    await rig.spawnWorker('a', { ttl: 5_000, wait: 5_000, hold: 1_000, rounds: 1 });
+    // a holds until b is done (4 s at most, inside its TTL): the restart and b's start, however
+    // slow the machine, fall inside a's window.
+    await rig.spawnWorker('a', { ttl: 5_000, wait: 5_000, hold: 4_000, holdUntilTold: true, rounds: 1 });
     const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
     await rig.restartNode(0);
     await rig.spawnWorker('b', { ttl: 5_000, wait: 5_000, hold: 20, rounds: 1 });
     await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+    await rig.endHold('a');
     await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
 
     const s = summarize(rig);

@@ -94,6 +94,12 @@ export interface WorkerOptions {
   readonly recheck?: number;
   /** The rate of the worker's monotonic clock as latchkey sees it (0.9: 10% slow). Default 1. */
   readonly clockRate?: number;
+  /**
+   * True: each hold ends when the test says so ({@link FaultRig.endHold}), or after `hold` ms if
+   * it never does: a test whose faults must all land inside one holder's window does not depend
+   * on how fast the machine restarts a server or starts the next worker.
+   */
+  readonly holdUntilTold?: boolean;
 }
 
 export class Worker {
@@ -353,6 +359,7 @@ export class FaultRig {
       resource: this.fencedKey,
       counter: this.counterKey,
       ...options,
+      ...(options.holdUntilTold ? { holdUntil: this.#holdKey(id) } : {}),
     };
     const child = spawn(process.execPath, [WORKER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
     const worker = new Worker(id, child, proxies, this.history);
@@ -390,6 +397,16 @@ export class FaultRig {
   }
 
   /** The fenced resource's value and fence as Redis holds them (`fencedWrite` stores a hash). */
+  /** Ends the current hold of worker `id`, spawned with `holdUntilTold` (its next hold, if it is not holding yet). */
+  async endHold(id: string): Promise<void> {
+    await this.resource.lpush(this.#holdKey(id), 'go');
+  }
+
+  /** The list a worker spawned with `holdUntilTold` waits on while it holds (BLPOP), on the resource server. */
+  #holdKey(id: string): string {
+    return `${this.prefix}hold:${id}`;
+  }
+
   async fencedState(): Promise<{ value: string | null; fence: number | null }> {
     const hash = await this.resource.hgetall(this.fencedKey);
     return { value: hash.value ?? null, fence: hash.fence === undefined ? null : Number(hash.fence) };

@@ -139,13 +139,16 @@ describe('fault suite, lock keys evicted under maxmemory', () => {
       // A limit a little above what the server uses now, so that a few MB of writes evict.
       const used = Number(/used_memory:(\d+)/.exec(await rig.admin(0).info('memory'))![1]);
       await rig.admin(0).config('SET', 'maxmemory', String(used + 2 * 1024 * 1024));
-      await rig.spawnWorker('a', { ttl: 6_000, wait: 1_000, hold: 1_500, rounds: 1 });
+      // a holds until b is done (5 s at most, inside its TTL): the eviction and b's start, however
+      // slow the machine, fall inside a's window.
+      await rig.spawnWorker('a', { ttl: 6_000, wait: 1_000, hold: 5_000, holdUntilTold: true, rounds: 1 });
       const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
       const warning = await rig.history.waitFor(of('a', 'log', (e) => e.latchkey === 'evictionPolicy'), 10_000, "a's eviction-policy warning");
       expect(warning).toMatchObject({ level: 'warn', policy });
       expect(await rig.fillUntilEvicted(0, lockKeys(rig.prefix, rig.key).lock)).toBe(true);
       await rig.spawnWorker('b', { ttl: 6_000, wait: 5_000, hold: 20, rounds: 1 });
       await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+      await rig.endHold('a');
       await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
 
       const s = summarize(rig);

@@ -15,6 +15,8 @@
 //   resource  key of the fenced resource (locks.fencedWrite)
 //   counter   key of the unfenced counter (read-modify-write: GET, hold, SET read + 1)
 //   ttl, wait, hold  ms; rounds (0: until killed); renew (watchdog); commandTimeout (ioredis, ms)
+//   holdUntil key of a list on the resource Redis: each hold ends when an element is pushed there
+//             (BLPOP, the harness's endHold), or after `hold` ms if none is
 //   idle      ms to rest between rounds (default 0); failIdle: after a failed acquire (default 20)
 //   replication  the createLocks option (replica acknowledgement), as given
 //   recheck   the createLocks option (a waiter's periodic re-check, ms)
@@ -72,6 +74,8 @@ const locks = createLocks({
 });
 const resourceClient = new Redis(resourceUrl);
 const resourceLocks = createLocks({ redis: resourceClient, prefix: `${prefix}res:` });
+// Its own connection: BLPOP blocks the connection it runs on.
+const holdClient = config.holdUntil ? resourceClient.duplicate() : undefined;
 
 emit('started', { pid: process.pid });
 for (let n = 0; rounds === 0 || n < rounds; n++) {
@@ -104,7 +108,8 @@ for (let n = 0; rounds === 0 || n < rounds; n++) {
   try {
     const read = Number((await resourceClient.get(counter)) ?? 0);
     emit('holding', { n, fence, read });
-    await sleep(hold);
+    if (holdClient) await holdClient.blpop(config.holdUntil, hold / 1000);
+    else await sleep(hold);
     // No check of lease.held here on purpose: a holder can always pause between such a check
     // and its write, so the resource must refuse the stale write on its own.
     emit('write-attempted', { n, fence });
@@ -133,3 +138,4 @@ await locks.close();
 await resourceLocks.close();
 for (const client of clients) client.disconnect();
 resourceClient.disconnect();
+holdClient?.disconnect();
