@@ -58,39 +58,42 @@ describe('fault suite, client clocks', () => {
   /**
    * A holder whose clock runs at `rate` of true time holds past its lease; the key expires on the
    * server's clock after `ttl`, and a waiter takes the lock then. The holder believes its lease
-   * ends (ttl - drift) / rate after it asked.
+   * ends (ttl - drift) / rate after it asked. It holds until the waiter is done (its write comes
+   * after the waiter's however slow the machine), and the waiter has until `ttl` to start and
+   * queue.
    */
-  async function driftRun(rate: number): Promise<FaultRig> {
+  async function driftRun(rate: number, ttl: number): Promise<FaultRig> {
     rig = await FaultRig.start();
-    const ttl = 1_000;
-    await rig.spawnWorker('a', { ttl, wait: 1_000, hold: 1_500, rounds: 1, clockRate: rate });
+    await rig.spawnWorker('a', { ttl, wait: 1_000, hold: ttl + 5_000, holdUntilTold: true, rounds: 1, clockRate: rate });
     const holding = await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
     expect(holding.fence).toBeGreaterThan(0);
-    await rig.spawnWorker('b', { ttl, wait: 5_000, hold: 20, rounds: 1 });
-    await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
+    await rig.spawnWorker('b', { ttl, wait: 5_000 + ttl, hold: 20, rounds: 1 });
+    await rig.history.waitFor(of('b', 'done'), 10_000 + ttl, 'b to finish');
+    await rig.endHold('a');
     await rig.history.waitFor(of('a', 'done'), 10_000, 'a to finish');
     return rig;
   }
 
   it('a holder clock 0.5% slow is inside the drift allowance (1% + 2 ms): no overlap; its late write is refused', async () => {
-    const r = await driftRun(0.995);
+    const r = await driftRun(0.995, 1_000);
     const s = summarize(r);
     expect(s.overlaps).toEqual([]);
     expect(s.fenceOrder).toBe(0);
-    // It wrote after its hold (1.5 s), past its lease: b had written with a higher fence.
+    // It wrote after b was done, past its lease: b had written with a higher fence.
     expect(s.writes.refusedWrites.map((w) => w.p)).toEqual(['a']);
     expect(s.writes.staleAccepted).toEqual([]);
     expect(s.staleOperations).toEqual([]);
   });
 
   it('a holder clock 20% slow is beyond the drift allowance: the checker sees the overlap, the fenced resource refuses the stale write', async () => {
-    const r = await driftRun(0.8);
+    // A 3 s TTL: the overlap is the 710 ms the slow clock adds, room for b's wake-up on a busy machine.
+    const r = await driftRun(0.8, 3_000);
     const s = summarize(r);
     expect(s.overlaps).toHaveLength(1);
     const [overlap] = s.overlaps;
     expect([overlap!.first.p, overlap!.second.p]).toEqual(['a', 'b']);
-    // At most what the slow clock adds: (ttl - drift) / 0.8 - ttl = 235 ms, less b's wake-up.
-    expect(overlap!.ms).toBeLessThanOrEqual(235);
+    // At most what the slow clock adds: (ttl - drift) / 0.8 - ttl = (3000 - 32) / 0.8 - 3000 = 710 ms, less b's wake-up.
+    expect(overlap!.ms).toBeLessThanOrEqual(710);
     expect(s.fenceOrder).toBe(0);
     expect(s.writes.refusedWrites.map((w) => w.p)).toEqual(['a']);
     expect(s.writes.staleAccepted).toEqual([]);

@@ -23,12 +23,15 @@ describe('fault suite, failover to a replica that had not seen the lock', () => 
   async function failoverRun(replication: { replicas: number; timeout: number } | undefined): Promise<FaultRig> {
     rig = await FaultRig.start({ replica: true });
     rig.cutReplica();
-    await rig.spawnWorker('a', { ttl: 4_000, wait: 1_000, hold: 1_200, rounds: 1, ...(replication ? { replication } : {}) });
+    // a (when it gets the lock) holds until b is done (3.5 s at most, inside its TTL): the failover
+    // and b's start, however slow the machine, fall inside a's window.
+    await rig.spawnWorker('a', { ttl: 4_000, wait: 1_000, hold: 3_500, holdUntilTold: true, rounds: 1, ...(replication ? { replication } : {}) });
     const outcome = await rig.history.waitFor((e) => e.p === 'a' && (e.ev === 'holding' || e.ev === 'failed'), 10_000, 'a to hold or fail');
     await rig.failover();
     // b is a client of the new primary, which has no replica left: no acknowledgement to ask for.
     await rig.spawnWorker('b', { ttl: 4_000, wait: 8_000, hold: 20, rounds: 1 });
     await rig.history.waitFor(of('b', 'done'), 15_000, 'b to finish');
+    await rig.endHold('a');
     await rig.history.waitFor(of('a', 'done'), 15_000, 'a to finish');
     expect(outcome.ev).toBe(replication ? 'failed' : 'holding');
     return rig;
