@@ -5,10 +5,12 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { driftFor } from '../../src/clock.js';
+import { lockKeys } from '../../src/keys.js';
 import { extendManyScript } from '../../src/lua/scripts.generated.js';
 import { endTest, eventOf, summarize } from './check.js';
 import { grants } from './checkers.js';
 import { FaultRig } from './harness.js';
+import { queuedOn } from './queue-watch.js';
 
 let rig: FaultRig | undefined;
 
@@ -106,13 +108,17 @@ describe('fault suite, waiting and renewing through lost messages', () => {
   it('a lost release notification: the waiter still gets the lock by its periodic re-check, within recheck + 700 ms of the release', async () => {
     rig = await FaultRig.start();
     const recheck = 600;
-    await rig.spawnWorker('a', { ttl: 5_000, wait: 1_000, hold: 400, rounds: 1 });
+    // a holds until b is queued (4 s at most, inside its TTL): its release then grants the lock to
+    // b, whose message is dropped, however slow the machine is to start b.
+    await rig.spawnWorker('a', { ttl: 5_000, wait: 1_000, hold: 4_000, holdUntilTold: true, rounds: 1 });
     await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
     const b = await rig.spawnWorker('b', { ttl: 5_000, wait: 8_000, hold: 20, rounds: 1, recheck });
     rig.history.note('fault', { kind: 'drop-notifications', of: 'b' });
     b.proxies[0]!.dropMessages();
     const dropped = new Promise<void>((resolve) => b.proxies[0]!.once('dropped', () => resolve()));
     await rig.history.waitFor(of('b', 'requested'), 10_000, 'b to ask');
+    await queuedOn(rig.admin(0), lockKeys(rig.prefix, rig.key).queue, 1, 10_000);
+    await rig.endHold('a');
     await dropped;
     await rig.history.waitFor(of('b', 'done'), 10_000, 'b to finish');
 

@@ -76,7 +76,9 @@ describe('fault suite, single Redis', () => {
 
   it('partition (black hole) between a renewing holder and Redis: its signal reports the loss, and no valid windows overlap', async () => {
     rig = await FaultRig.start();
-    const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 1_500, rounds: 1, renew: true });
+    // a holds until b has written (5 s at most): its write comes after b's, however slow the
+    // machine is to start b.
+    const a = await rig.spawnWorker('a', { ttl: 600, wait: 5_000, hold: 5_000, holdUntilTold: true, rounds: 1, renew: true });
     await rig.history.waitFor(of('a', 'holding'), 10_000, 'a to hold');
     rig.history.note('fault', { kind: 'partition', of: 'a' });
     a.proxies[0]!.blackHole();
@@ -84,6 +86,7 @@ describe('fault suite, single Redis', () => {
     const lost = await rig.history.waitFor(of('a', 'lost'), 10_000, 'a to report the loss');
     expect(lost.reason).toBe('unreachable');
     await rig.history.waitFor(of('b', 'write-accepted'), 10_000, 'b to write');
+    await rig.endHold('a');
     await rig.history.waitFor(of('a', 'write-refused'), 10_000, 'a to write late');
     a.proxies[0]!.heal();
     rig.history.note('heal', { kind: 'partition', of: 'a' });
@@ -132,7 +135,9 @@ describe('fault suite, single Redis', () => {
 
   it('connection resets in the middle of acquire and release: no double holders, no hung acquire', async () => {
     rig = await FaultRig.start();
-    const options = { ttl: 500, wait: 4_000, hold: 15, rounds: 25, idle: 5 };
+    // Rounds enough that both workers are still taking turns when the plan's last step comes, even
+    // when the machine is slow to start the second (25 rounds were over by then on a busy one).
+    const options = { ttl: 500, wait: 4_000, hold: 15, rounds: 100, idle: 5 };
     const a = await rig.spawnWorker('a', options);
     const b = await rig.spawnWorker('b', options);
     const within = <T>(promise: Promise<T>, what: string): Promise<T> =>
@@ -252,16 +257,16 @@ describe('fault suite, Redlock over three masters', () => {
   it('a minority partitioned from each worker in turn: every acquire succeeds, no overlap, fences in order', async () => {
     rig = await FaultRig.start({ nodes: 3 });
     const options = { ttl: 600, wait: 4_000, hold: 15, rounds: 20, idle: 5 };
+    // a loses node 0, b loses node 1, each as soon as it started (a may finish its rounds while b
+    // starts on a busy machine); later a loses node 2: always a minority.
     const a = await rig.spawnWorker('a', options);
-    const b = await rig.spawnWorker('b', options);
-    // a loses node 0, b loses node 1; later a loses node 2: always a minority.
-    rig.history.note('fault', { kind: 'partition-minority', of: 'a', node: 0 });
+    const aCut = rig.history.note('fault', { kind: 'partition-minority', of: 'a', node: 0 }).t;
     a.proxies[0]!.blackHole();
-    rig.history.note('fault', { kind: 'partition-minority', of: 'b', node: 1 });
+    const b = await rig.spawnWorker('b', options);
+    const bCut = rig.history.note('fault', { kind: 'partition-minority', of: 'b', node: 1 }).t;
     b.proxies[1]!.blackHole();
-    const afterCut = process.hrtime.bigint();
-    await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'released', 10_000, 'a to hold and release once without node 0', afterCut);
-    await rig.history.waitFor((e) => e.p === 'b' && e.ev === 'released', 10_000, 'b to hold and release once without node 1', afterCut);
+    await rig.history.waitFor((e) => e.p === 'a' && e.ev === 'released', 10_000, 'a to hold and release once without node 0', aCut);
+    await rig.history.waitFor((e) => e.p === 'b' && e.ev === 'released', 10_000, 'b to hold and release once without node 1', bCut);
     a.proxies[0]!.heal();
     rig.history.note('heal', { kind: 'partition-minority', of: 'a', node: 0 });
     rig.history.note('fault', { kind: 'partition-minority', of: 'a', node: 2 });
