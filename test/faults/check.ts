@@ -22,7 +22,8 @@ import {
   type Unsettled,
   type WriteReport,
 } from './checkers.js';
-import type { FaultRig, History, HistoryEvent } from './harness.js';
+import type { FaultRig } from './harness.js';
+import type { History, HistoryEvent } from './history.js';
 
 export interface Summary {
   readonly acquisitions: number;

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { fenceOrderViolations, fencedWrites, grants, handoffs, lostUpdates, overlaps, recoveries, staleOperations, unsettledAcquires } from './checkers.js';
-import type { HistoryEvent } from './harness.js';
+import type { HistoryEvent } from './history.js';
 
 const ms = (value: number): bigint => BigInt(value) * 1_000_000n;
 const e = (t: number, p: string, ev: string, extra: Partial<HistoryEvent> = {}): HistoryEvent => ({ t: ms(t), p, ev, n: 0, ...extra });

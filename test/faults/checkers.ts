@@ -3,7 +3,7 @@
  * test can assert either that a mode is safe (nothing found) or that a fault it cannot survive is
  * seen (an overlap found) while fencing still holds.
  */
-import type { HistoryEvent } from './harness.js';
+import type { HistoryEvent } from './history.js';
 
 const NS_PER_MS = 1_000_000n;
 const ms = (ns: bigint): number => Number(ns) / 1e6;

@@ -29,7 +29,8 @@ import { lockKeys } from '../../src/keys.js';
 import { startMigration } from '../helpers/cluster-migration.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { History, Worker, type WorkerOptions } from './harness.js';
+import { Worker, type WorkerOptions } from './fault-worker.js';
+import { History } from './history.js';
 
 const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 

@@ -47,7 +47,8 @@ import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendManyScript, extendScript, releaseScript } from '../../src/lua/scripts.generated.js';
 import { SETTLE_SLACK, summarize } from './check.js';
 import { CLUSTER_FAULTS, ClusterRig, clusterFault } from './cluster-rig.js';
-import { FaultRig, type Worker, type WorkerOptions } from './harness.js';
+import type { Worker, WorkerOptions } from './fault-worker.js';
+import { FaultRig } from './harness.js';
 
 const SECONDS = Number(process.env.FAULTS_SECONDS ?? 60);
 const SEED = Number(process.env.FAULTS_SEED ?? randomInt(1, 2 ** 31));
