@@ -7,6 +7,10 @@ export interface Listener {
   woken: boolean;
   /** The fence of a grant announced in the inbox, until the waiter takes it. */
   granted: number | undefined;
+  /** When the last attempt that found the lock busy was sent (monotonic ms), as its reply was read. */
+  readonly lastSent: number;
+  /** {@link Listener.lastSent} when the grant's message was read: the grant counts from there. */
+  grantedFrom: number;
   /** True during a Redlock split-vote back-off: a wake-up message does not end it. */
   readonly jitter: boolean;
   /** Ends the current sleep early, while it sleeps. */
@@ -90,11 +94,16 @@ export class InboxListener {
       if (!waiter.jitter) waiter.wake?.();
       return;
     }
-    // Taken by the wait without a round trip, also when it came while an attempt was in flight:
-    // that attempt, answered busy, ran before the release that granted the lock (one that ran
-    // after it finds the lock holding our token, and wins), so the grant counts from its sending.
-    // (Such a grant used to wake the waiter for one more attempt, for a lock already its own.)
+    // Taken by the wait without a round trip. The grant counts from the last attempt answered busy
+    // before this message was read, never from one in flight: a message read while an attempt is
+    // in flight may be older than that attempt (its process was paused or busy while the message
+    // waited in its socket), and the lock it granted may have expired before the attempt ran and
+    // found it held by another (the fault soak, seed 696453680: a holder paused 1 s took a lease
+    // that had expired 350 ms before, with the validity of its attempt sent after the pause). With
+    // too little validity left from that earlier attempt, the waiter attempts once more, which finds
+    // the lock holding its token (a fresh grant) and wins, or not (a stale one).
     waiter.granted = fence;
+    waiter.grantedFrom = waiter.lastSent;
     waiter.wake?.();
   }
 }

@@ -47,6 +47,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
   lastSent: number;
   granted: number | undefined = undefined;
+  /** When the attempt that a grant counts from was sent: set with `granted` (see inbox-listener.ts). */
+  grantedFrom = 0;
   woken = false;
   /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
   joined = false;
@@ -165,11 +167,12 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
       if (!a) {
         this.#throwIfStopped();
         const fence = this.#takeGrant();
-        if (locks && fence !== undefined && validUntil(this.lastSent, ttl, driftFactor) - now() > ttl / 2) {
-          // Granted by a release, without a round trip: valid from this waiter's last attempt,
-          // which reached Redis before the release did. (With too little validity left, the next
-          // attempt refreshes it: the lock holds our token.)
-          return { fence, sentAt: this.lastSent, replicated: undefined };
+        const from = this.grantedFrom;
+        if (locks && fence !== undefined && validUntil(from, ttl, driftFactor) - now() > ttl / 2) {
+          // Granted by a release, without a round trip: valid from this waiter's last attempt
+          // answered before the message was read, which reached Redis before the release did.
+          // (With too little validity left, the next attempt refreshes it: the lock holds our token.)
+          return { fence, sentAt: from, replicated: undefined };
         }
         a = await this.attempt();
       }
