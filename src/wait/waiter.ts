@@ -44,7 +44,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   /** Set when the wait must end: the caller's signal aborted, `close()`, or its deadline while not active. */
   stop: { readonly reason: unknown } | undefined = undefined;
   attempts = 0;
-  /** When the last attempt that found the lock busy was sent (monotonic ms): a grant counts from there. */
+  /** When the last attempt that found the lock busy was sent (monotonic ms): a grant read after its reply counts from there. */
   lastSent: number;
   granted: number | undefined = undefined;
   /** When the attempt that a grant counts from was sent: set with `granted` (see inbox-listener.ts). */

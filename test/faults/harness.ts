@@ -234,7 +234,6 @@ export class FaultRig {
     this.history.note('heal', { kind: 'restart-node', node: index });
   }
 
-  /** The fenced resource's value and fence as Redis holds them (`fencedWrite` stores a hash). */
   /** Ends the current hold of worker `id`, spawned with `holdUntilTold` (its next hold, if it is not holding yet). */
   async endHold(id: string): Promise<void> {
     await this.resource.lpush(this.#holdKey(id), 'go');
@@ -245,6 +244,7 @@ export class FaultRig {
     return `${this.prefix}hold:${id}`;
   }
 
+  /** The fenced resource's value and fence as Redis holds them (`fencedWrite` stores a hash). */
   async fencedState(): Promise<{ value: string | null; fence: number | null }> {
     const hash = await this.resource.hgetall(this.fencedKey);
     return { value: hash.value ?? null, fence: hash.fence === undefined ? null : Number(hash.fence) };

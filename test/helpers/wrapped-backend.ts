@@ -9,6 +9,33 @@
 import type { Backend } from '../../src/backend/backend.js';
 import type * as Choose from '../../src/backend/choose.js';
 
+/** Switches for {@link gatedAcquire}: `holdNext` holds the next attempt that queues; `ran` sees it ran; `attempts` counts every attempt. */
+export interface AcquireGate {
+  holdNext: boolean;
+  gate: Promise<void>;
+  ran: () => void;
+  attempts: number;
+}
+
+/**
+ * `backend`'s acquire, with the reply of the next attempt that queues (while `state.holdNext` is
+ * set) held back until `state.gate` settles: the attempt runs, `state.ran()` is called, then the
+ * reply waits. For a test of what reaches a waiter while its attempt is in flight.
+ */
+export function gatedAcquire(backend: Backend, state: AcquireGate): Backend['acquire'] {
+  return async (...call) => {
+    state.attempts++;
+    const held = state.holdNext && call[3] !== undefined; // an attempt that queues
+    if (held) state.holdNext = false;
+    const reply = await backend.acquire(...call);
+    if (held) {
+      state.ran();
+      await state.gate;
+    }
+    return reply;
+  };
+}
+
 /** `original` with its `chooseBackend` returning the chosen backend with `wrap`'s calls in place of its own. */
 export function wrapChosenBackend(original: typeof Choose, wrap: (backend: Backend) => Partial<Backend>): typeof Choose {
   return {

@@ -8,7 +8,6 @@
  * back until the test lets it go.
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { Backend } from '../../src/backend/backend.js';
 import { createMemoryStore } from '../../src/index.js';
 import { memoryManagers } from '../helpers/memory-managers.js';
 
@@ -20,21 +19,10 @@ const state = {
   attempts: 0,
 };
 
-vi.mock('../../src/backend/choose.js', async (importOriginal) =>
-  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({
-    async acquire(...call: Parameters<Backend['acquire']>) {
-      state.attempts++;
-      const held = state.holdNext && call[3] !== undefined; // an attempt that queues
-      if (held) state.holdNext = false;
-      const reply = await backend.acquire(...call);
-      if (held) {
-        state.ran();
-        await state.gate;
-      }
-      return reply;
-    },
-  })),
-);
+vi.mock('../../src/backend/choose.js', async (importOriginal) => {
+  const { wrapChosenBackend, gatedAcquire } = await import('../helpers/wrapped-backend.js');
+  return wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => ({ acquire: gatedAcquire(backend, state) }));
+});
 
 const manager = memoryManagers(() => {
   Object.assign(state, { holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 });

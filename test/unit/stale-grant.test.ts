@@ -8,7 +8,6 @@
  * reply of its next attempt that queues.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { Backend } from '../../src/backend/backend.js';
 import { createLocks, createMemoryStore, type Locks } from '../../src/index.js';
 
 const state = {
@@ -18,35 +17,28 @@ const state = {
   holdNext: false,
   gate: Promise.resolve(),
   ran: (): void => {},
+  attempts: 0,
 };
 
-vi.mock('../../src/backend/choose.js', async (importOriginal) =>
-  (await import('../helpers/wrapped-backend.js')).wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => {
-    const holding = state.holdInbox; // the waiter's manager only
+vi.mock('../../src/backend/choose.js', async (importOriginal) => {
+  const { wrapChosenBackend, gatedAcquire } = await import('../helpers/wrapped-backend.js');
+  return wrapChosenBackend(await importOriginal<typeof import('../../src/backend/choose.js')>(), (backend) => {
+    if (!state.holdInbox) return {}; // the waiter's manager only
     return {
       watchInbox(managerId: string, listener: (member?: string, fence?: number) => void) {
         return backend.watchInbox(managerId, (member, fence) => {
-          if (holding && state.holdInbox) state.held.push(() => listener(member, fence));
+          if (state.holdInbox) state.held.push(() => listener(member, fence));
           else listener(member, fence);
         });
       },
-      async acquire(...call: Parameters<Backend['acquire']>) {
-        const held = holding && state.holdNext && call[3] !== undefined; // an attempt that queues
-        if (held) state.holdNext = false;
-        const reply = await backend.acquire(...call);
-        if (held) {
-          state.ran();
-          await state.gate;
-        }
-        return reply;
-      },
+      acquire: gatedAcquire(backend, state),
     };
-  }),
-);
+  });
+});
 
 const made: Locks[] = [];
 afterEach(async () => {
-  Object.assign(state, { holdInbox: false, held: [], holdNext: false, gate: Promise.resolve(), ran: () => {} });
+  Object.assign(state, { holdInbox: false, held: [], holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 });
   for (const locks of made.splice(0)) await locks.close();
 });
 
