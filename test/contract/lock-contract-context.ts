@@ -22,7 +22,7 @@ export interface Capabilities {
   /**
    * A release passes the lock on by itself: hands it to a waiter of the releasing process, or
    * grants it to a queued waiter of another. Redlock's releases only wake the next waiter, which
-   * then asks the quorum (test/integration/redlock.test.ts covers what it does instead).
+   * then asks the quorum (test/integration/redlock-quorum.test.ts covers what it does instead).
    */
   readonly handsOff: boolean;
   /** `fencedWrite`/`fencedRead` work (not over Redlock: a fenced resource lives on one Redis). */

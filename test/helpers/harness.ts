@@ -2,17 +2,19 @@
  * One harness per backend for the contract suite: the same tests run on a single Redis through
  * ioredis, through node-redis, and on the in-memory store.
  */
-import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { Valkey } from 'iovalkey';
 import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
-import { afterAll, beforeAll } from 'vitest';
 import { createCluster } from 'redis';
 import { createLocks, createMemoryStore, type Locks, type LocksOptions, type RedisClientLike } from '../../src/index.js';
 import { lockKeys, semaphoreKeys, type SemaphoreKind } from '../../src/keys.js';
 import { IOREDIS_6, NODE_REDIS_6, type IoredisCell, type IoredisFamilyClient, type NodeRedisCell } from './client-cells.js';
+import { rawClient } from './fixtures.js';
 import type { RedisCluster } from './redis-cluster.js';
-import { RedisServer } from './redis-server.js';
+import type { RedisServer } from './redis-server.js';
+
+// A test file's own fixtures, in fixtures.ts since they are no harness; importers still find them here.
+export { managerOver, rawClient, uniquePrefix, useRedisServer } from './fixtures.js';
 
 export type LocksSettings = Omit<LocksOptions, 'redis' | 'url' | 'memory'>;
 
@@ -81,8 +83,6 @@ async function writeBarrier(connection: Redis | Cluster): Promise<void> {
 /** Any spec: the keys of a semaphore do not depend on it. */
 const SPEC = { limit: 1, permits: 1 };
 
-export const uniquePrefix = (): string => `t${randomBytes(4).toString('hex')}:`;
-
 export function memoryHarness(): BackendHarness {
   const store = createMemoryStore();
   const made: Locks[] = [];
@@ -102,11 +102,6 @@ export function memoryHarness(): BackendHarness {
       await Promise.all(made.map((l) => l.close()));
     },
   };
-}
-
-/** A raw ioredis connection to a test server, for inspecting and tampering with keys. */
-export function rawClient(server: RedisServer): Redis {
-  return new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
 }
 
 /**
@@ -282,24 +277,6 @@ export async function compatHarness(server: RedisServer): Promise<BackendHarness
   };
 }
 
-/**
- * Starts a redis-server for the calling test file (beforeAll) and stops it after (afterAll),
- * with a raw client for inspecting keys and a list of clean-up steps run in reverse order first.
- */
-export function useRedisServer(): { readonly server: RedisServer; readonly raw: Redis; readonly cleanup: Array<() => Promise<unknown>> } {
-  const context = { server: undefined as unknown as RedisServer, raw: undefined as unknown as Redis, cleanup: [] as Array<() => Promise<unknown>> };
-  beforeAll(async () => {
-    context.server = await RedisServer.start();
-    context.raw = rawClient(context.server);
-  });
-  afterAll(async () => {
-    for (const step of context.cleanup.reverse()) await step();
-    context.raw.disconnect();
-    await context.server.stop();
-  });
-  return context;
-}
-
 /** Redlock over independent servers: each manager gets its own ioredis client per node. */
 export function redlockHarness(servers: readonly RedisServer[]): BackendHarness {
   const raws = servers.map(rawClient);
@@ -384,20 +361,4 @@ export async function glideClusterHarness(cluster: RedisCluster): Promise<Backen
     Array.from({ length: 3 }, () => GlideClusterClient.createClient({ addresses: cluster.startupNodes, requestTimeout: 2000 })),
   );
   return pooledHarness('redis cluster via valkey-glide', rawClusterClient(cluster), pool, closeGlide);
-}
-
-type Droppable = { on(event: 'error', listener: () => void): unknown; disconnect(): void };
-
-/**
- * `createLocks(options)` over clients made for it: their errors are left to the calls that fail,
- * and `cleanup` closes the manager, then drops the clients.
- */
-export function managerOver(cleanup: Array<() => Promise<unknown>>, clients: readonly Droppable[], options: LocksOptions): Locks {
-  for (const client of clients) client.on('error', () => {});
-  const locks = createLocks(options);
-  cleanup.push(async () => {
-    await locks.close();
-    for (const client of clients) client.disconnect();
-  });
-  return locks;
 }
