@@ -17,21 +17,18 @@
  * The backend's clean-up after a give-up is asynchronous: the state is polled for a bounded time
  * (the backend's `cleanupMs`, plus the run's stalls) after everything settled, and only what is
  * still there then is reported.
+ *
+ * The run drives the steps here; what it records of its calls and leases is in
+ * waiter-run-calls.ts, the checks on each call as it settles in waiter-run-outcomes.ts, and what
+ * it finds left once they settled in waiter-run-leftovers.ts.
  */
 import type { Redis } from 'ioredis';
-import {
-  ClosedError,
-  LeaseLostError,
-  LeaseReleasedError,
-  LockAbortedError,
-  LockTimeoutError,
-  UnreachableError,
-  type Lease,
-  type Locks,
-  type Semaphore,
-} from '../../src/index.js';
+import { LockTimeoutError, type Lease, type Locks, type Semaphore } from '../../src/index.js';
 import type { BackendHarness } from './harness.js';
 import { uniquePrefix } from './harness.js';
+import { delay, describeError, GRACE_MS, PlannedAbort, SEMAPHORE, WARM, type Call } from './waiter-run-calls.js';
+import { Leftovers, pollUntilClean, pubsubClients, timeouts } from './waiter-run-leftovers.js';
+import { Outcomes } from './waiter-run-outcomes.js';
 import type { AbortAt, Plan, Step } from './waiter-plan.js';
 
 /** Where a run happens: a fresh harness per run; on Redis, raw connections to inspect and to stall the server. */
@@ -46,47 +43,6 @@ export interface RunBackend {
   readonly cleanupMs: number;
 }
 
-/** How late past its wait (or abort, or close) a call may settle: one attempt in flight (250 ms) and a loaded machine. */
-const GRACE_MS = 1000;
-/** The semaphore every plan's `permit` steps share. */
-const SEMAPHORE = 'sem';
-/** The lock a warm plan's managers wait for before the steps (see {@link Plan.warm}). */
-const WARM = 'warm';
-
-/** The reason a planned abort gives: a rejection must be this very object. */
-class PlannedAbort extends Error {
-  constructor(label: string) {
-    super(`planned abort of ${label}`);
-    this.name = 'PlannedAbort';
-  }
-}
-
-interface Call {
-  readonly label: string;
-  readonly m: number;
-  /** The lock's name, or SEMAPHORE. */
-  readonly resource: string;
-  /** How many leases of the resource may be live at once. */
-  readonly limit: number;
-  readonly once: boolean;
-  readonly wait: number;
-  readonly started: number;
-  /** Made after its manager was closed. */
-  readonly afterClose: boolean;
-  reason?: PlannedAbort;
-  abortedAt?: number;
-  settledAt?: number;
-}
-
-interface Held {
-  readonly call: Call;
-  readonly lease: Lease;
-  /** The test released it (or closed its manager, which releases it). */
-  released: boolean;
-}
-
-const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Whether `promise` settles within `ms` (its outcome is someone else's to look at). */
 async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
@@ -100,22 +56,6 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** Polls `look` (what is wrong now) until it finds nothing or `ms` ran out; what it found last. */
-async function pollUntilClean(look: () => Promise<string[]>, ms: number): Promise<string[]> {
-  const end = performance.now() + ms;
-  for (;;) {
-    const found = await look();
-    if (found.length === 0 || performance.now() >= end) return found;
-    await delay(20);
-  }
-}
-
-const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-
-function describeError(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 function abortText(abort: AbortAt): string {
@@ -135,16 +75,9 @@ export async function runPlan(backend: RunBackend, plan: Plan): Promise<string[]
   }
 }
 
-async function pubsubClients(raw: Redis): Promise<number> {
-  const list = String(await raw.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
-  return list.split('\n').filter((line) => line.trim() !== '').length;
-}
-
 class Run {
   readonly #plan: Plan;
-  readonly #h: BackendHarness;
   readonly #prefix: string;
-  readonly #backend: RunBackend;
   readonly #redis: RunBackend['redis'];
   readonly #locks: Locks[];
   readonly #semaphores: Semaphore[];
@@ -152,10 +85,6 @@ class Run {
   readonly #checker: Locks;
   readonly #closedAt: (number | undefined)[];
   readonly #calls: Call[] = [];
-  readonly #held: Held[] = [];
-  readonly #lastFence = new Map<string, number>();
-  /** Every fence granted, per resource (fences are per lock: two locks may issue the same one). */
-  readonly #fences = new Map<string, Set<number>>();
   /** The calls' outcomes, recorded as they settle. */
   readonly #settling: Promise<void>[] = [];
   /** Releases, extends, closes and stalls started by the steps. */
@@ -166,12 +95,14 @@ class Run {
   readonly #violations: string[] = [];
   /** The stalls' total, ms: every call may be that much later. */
   readonly #stallMs: number;
+  /** The leases granted and the checks on each call as it settles. */
+  readonly #outcomes: Outcomes;
+  /** What is left once the calls settled. */
+  readonly #leftovers: Leftovers;
 
   constructor(plan: Plan, h: BackendHarness, prefix: string, backend: RunBackend) {
     this.#plan = plan;
-    this.#h = h;
     this.#prefix = prefix;
-    this.#backend = backend;
     this.#redis = backend.redis;
     const settings = { prefix, recheck: plan.recheck, localHandoffs: plan.localHandoffs };
     this.#locks = Array.from({ length: plan.managers }, () => h.locks(settings));
@@ -179,6 +110,19 @@ class Run {
     this.#checker = h.locks({ prefix, holder: false }); // registers nothing: it is still open when the keys are checked
     this.#closedAt = this.#locks.map(() => undefined);
     this.#stallMs = plan.steps.reduce((sum, step) => sum + (step.op === 'stall' ? step.ms : 0), 0);
+    const violation = (text: string): void => this.#violation(text);
+    this.#outcomes = new Outcomes(this.#closedAt, this.#stallMs, violation);
+    this.#leftovers = new Leftovers({
+      plan,
+      h,
+      prefix,
+      checker: this.#checker,
+      backend,
+      redis: backend.redis,
+      held: this.#outcomes.held,
+      stallMs: this.#stallMs,
+      violation,
+    });
   }
 
   /**
@@ -199,9 +143,9 @@ class Run {
     if (this.#violations.length === 0) await this.#quiesce('after the last step');
     else await this.#settle('after the last step');
     await this.#closeAll();
-    if (this.#violations.length === 0) await this.#checkStrays('after closing every manager', true);
+    if (this.#violations.length === 0) await this.#leftovers.checkStrays('after closing every manager', true);
     await this.#checker.close();
-    if (this.#violations.length === 0) await this.#checkResources(timersBefore, subscribersBefore);
+    if (this.#violations.length === 0) await this.#leftovers.checkResources(timersBefore, subscribersBefore);
     return this.#violations;
   }
 
@@ -281,15 +225,15 @@ class Run {
       }
       case 'release':
       case 'extend': {
-        const live = this.#held.filter((held) => !held.released);
+        const live = this.#outcomes.held.filter((held) => !held.released);
         const held = live[step.pick % Math.max(1, live.length)];
         if (!held) return;
         const what = `#${index} ${step.op} of ${held.call.label}'s lease (fence ${held.lease.fence})`;
         if (step.op === 'release') {
           held.released = true;
-          this.#ops.push(held.lease.release().then(undefined, (error: unknown) => this.#leaseError(what, error, false)));
+          this.#ops.push(held.lease.release().then(undefined, (error: unknown) => this.#outcomes.leaseError(what, error, false)));
         } else {
-          this.#ops.push(held.lease.extend().then(undefined, (error: unknown) => this.#leaseError(what, error, true)));
+          this.#ops.push(held.lease.extend().then(undefined, (error: unknown) => this.#outcomes.leaseError(what, error, true)));
         }
         return;
       }
@@ -328,8 +272,8 @@ class Run {
     }
     this.#settling.push(
       promise.then(
-        (value) => this.#resolved(call, value),
-        (error: unknown) => this.#rejected(call, error),
+        (value) => this.#outcomes.resolved(call, value),
+        (error: unknown) => this.#outcomes.rejected(call, error),
       ),
     );
     if (!controller) return;
@@ -349,69 +293,15 @@ class Run {
     }
   }
 
-  #resolved(call: Call, value: Lease | null): void {
-    this.#settledAt(call);
-    if (value === null) {
-      if (!call.once) this.#violation(`${call.label} resolved to null: only a try may`);
-      return;
-    }
-    const now = performance.now();
-    const live = this.#held.filter((held) => held.call.resource === call.resource && !held.released && held.lease.validUntil > now);
-    if (live.length >= call.limit) {
-      const holders = live.map((held) => `${held.call.label} (fence ${held.lease.fence}, valid ${Math.round(held.lease.validUntil - now)} ms more)`);
-      this.#violation(`mutual exclusion: ${call.label} was granted ${call.resource} (fence ${value.fence}) while ${holders.join(' and ')} held it`);
-    }
-    if (call.limit === 1) {
-      const last = this.#lastFence.get(call.resource);
-      if (last !== undefined && value.fence <= last) this.#violation(`fence order: ${call.label} got fence ${value.fence}, not above the last grant's ${last}`);
-      this.#lastFence.set(call.resource, Math.max(last ?? 0, value.fence));
-    }
-    const fences = this.#fences.get(call.resource) ?? new Set<number>();
-    if (fences.has(value.fence)) this.#violation(`fence ${value.fence} of ${call.label} was issued twice for ${call.resource}`);
-    this.#fences.set(call.resource, fences.add(value.fence));
-    // A lease that comes after its manager was closed is released by the manager itself.
-    this.#held.push({ call, lease: value, released: this.#closedAt[call.m] !== undefined });
-  }
-
-  #rejected(call: Call, error: unknown): void {
-    this.#settledAt(call);
-    if (call.reason !== undefined && error === call.reason && call.abortedAt !== undefined) return;
-    if (error instanceof LockTimeoutError && !call.once) return;
-    // A call none of whose attempts got a reply while the server was stalled: Redis did not answer (issue 18).
-    if (error instanceof UnreachableError && this.#stallMs > 0) return;
-    if (error instanceof ClosedError && call.afterClose) return;
-    if (error instanceof LockAbortedError && this.#closedAt[call.m] !== undefined) return;
-    this.#violation(`${call.label} rejected with ${describeError(error)}${call.reason && error !== call.reason ? ' (not its abort reason)' : ''}`);
-  }
-
-  #settledAt(call: Call): void {
-    const at = performance.now();
-    call.settledAt = at;
-    const late = at - this.#dueBy(call);
-    if (late > GRACE_MS + this.#stallMs) this.#violation(`${call.label} settled ${Math.round(late)} ms after it was due`);
-  }
-
-  /** When a call should have settled, grace aside: at its wait's end, its abort, or its manager's close, whichever came first. */
-  #dueBy(call: Call): number {
-    const closed = this.#closedAt[call.m] ?? Infinity;
-    return Math.min(call.started + call.wait, call.abortedAt ?? Infinity, Math.max(closed, call.started));
-  }
-
-  #leaseError(what: string, error: unknown, extend: boolean): void {
-    if (error instanceof LeaseLostError) return;
-    if (extend && error instanceof LeaseReleasedError) return;
-    this.#violation(`${what} rejected with ${describeError(error)}`);
-  }
-
   #close(m: number, label: string): void {
     this.#closedAt[m] = performance.now();
-    for (const held of this.#held) if (held.call.m === m) held.released = true;
+    for (const held of this.#outcomes.held) if (held.call.m === m) held.released = true;
     this.#ops.push(this.#locks[m]!.close().then(undefined, (error: unknown) => this.#violation(`${label} rejected with ${describeError(error)}`)));
   }
 
   /** Waits for every call (bounded: past its due time and grace it is reported as never settled), then for the steps' operations. */
   async #settle(where: string): Promise<void> {
-    const latest = Math.max(performance.now(), ...this.#calls.map((call) => this.#dueBy(call)));
+    const latest = Math.max(performance.now(), ...this.#calls.map((call) => this.#outcomes.dueBy(call)));
     const bound = latest + GRACE_MS + this.#stallMs + 1000 - performance.now();
     if (!(await within(Promise.all(this.#settling), bound))) {
       for (const call of this.#calls) {
@@ -428,7 +318,7 @@ class Run {
   /** Once every call so far has settled, the backend must hold nothing for callers that are gone. */
   async #quiesce(where: string): Promise<void> {
     await this.#settle(where);
-    await this.#checkStrays(where, false);
+    await this.#leftovers.checkStrays(where, false);
   }
 
   async #closeAll(): Promise<void> {
@@ -436,69 +326,5 @@ class Run {
     if (!(await within(Promise.all(this.#ops), 3000))) this.#violation('closing the managers did not finish within 3 s');
     // Calls that were left hanging are released by the close: they must settle now.
     await within(Promise.all(this.#settling), 1000);
-  }
-
-  /**
-   * What the backend holds for callers that are gone, polled while clean-up may be in flight.
-   * `final`: every manager is closed; the semaphore and, on Redis, the keys are looked at too.
-   */
-  async #checkStrays(where: string, final: boolean): Promise<void> {
-    const bound = this.#backend.cleanupMs + this.#stallMs;
-    const left = await pollUntilClean(() => this.#strays(final), bound);
-    for (const text of left) this.#violation(`${where}, ${bound} ms after every call had settled: ${text}`);
-  }
-
-  async #strays(final: boolean): Promise<string[]> {
-    const found: string[] = [];
-    const keys = Array.from({ length: this.#plan.keys }, (_, i) => `k${i}`);
-    if (this.#plan.warm) keys.push(WARM);
-    const now = performance.now();
-    for (const key of keys) {
-      const queued = await this.#h.queued(this.#prefix, key);
-      if (queued > 0) found.push(`${queued} waiter(s) queued for lock ${key}, no call waiting`);
-      const info = await this.#checker.inspect(key);
-      // A lease's validity counts from when its request was sent: a stalled server keeps the key that much longer.
-      const holders = this.#held.filter((held) => held.call.resource === key && !held.released && held.lease.validUntil + this.#stallMs > now);
-      if (info.held && holders.length === 0) found.push(`lock ${key} held (${info.ttl} ms to live), by no caller of the run`);
-    }
-    const semQueued = await this.#h.semaphoreQueued(this.#prefix, SEMAPHORE);
-    if (semQueued > 0) found.push(`${semQueued} waiter(s) queued for the semaphore, no call waiting`);
-    if (!final) return found;
-    const all = await this.#checker.semaphore(SEMAPHORE, { limit: this.#plan.semLimit }).tryAcquire({ permits: this.#plan.semLimit, ttl: 1000 });
-    if (all) await all.release();
-    else found.push(`the semaphore's ${this.#plan.semLimit} permit(s) are not all free`);
-    if (this.#redis) found.push(...(await this.#redisLeftovers(this.#redis.raw)));
-    return found;
-  }
-
-  /** Keys under the run's prefix other than fence counters and the semaphore's holders and count (checked above by taking every permit). */
-  async #redisLeftovers(raw: Redis): Promise<string[]> {
-    const found: string[] = [];
-    const semaphore = `${this.#prefix}{${SEMAPHORE}}:sem`;
-    for (const key of await raw.keys(`${this.#prefix}*`)) {
-      if (key.endsWith(':fence') || key === semaphore || key === `${semaphore}:permits`) continue;
-      const [type, ttl] = await Promise.all([raw.type(key), raw.pttl(key)]);
-      const size = type === 'zset' ? ` of ${await raw.zcard(key)}` : type === 'hash' ? ` of ${await raw.hlen(key)}` : '';
-      found.push(`key ${key.slice(this.#prefix.length)} left (${type}${size}, ${ttl} ms to live)`);
-    }
-    return found;
-  }
-
-  /** Timers and subscriptions: polled too (a subscriber's connection closes after its QUIT is answered). */
-  async #checkResources(timersBefore: number, subscribersBefore: number): Promise<void> {
-    const redis = this.#redis;
-    const left = await pollUntilClean(async () => {
-      const found: string[] = [];
-      const timers = timeouts();
-      if (timers > timersBefore) found.push(`${timers - timersBefore} more timer(s) active than before the run (${timers}, was ${timersBefore})`);
-      if (redis) {
-        const channels = (await redis.raw.call('PUBSUB', 'CHANNELS', `${this.#prefix}inbox:*`)) as string[];
-        if (channels.length > 0) found.push(`${channels.length} inbox channel(s) still subscribed: ${channels.join(', ')}`);
-        const subscribers = await pubsubClients(redis.raw);
-        if (subscribers > subscribersBefore) found.push(`${subscribers - subscribersBefore} more pub/sub connection(s) than before the run`);
-      }
-      return found;
-    }, this.#backend.cleanupMs);
-    for (const text of left) this.#violation(`after closing every manager: ${text}`);
   }
 }
