@@ -26,25 +26,28 @@
 // All keys live under a random prefix `demo:<hex>:` and are deleted at the end.
 // Exit code: 0 when every check passes, 1 otherwise (2 for a bad flag, 130 when interrupted; a first
 // Ctrl-C lets the workers finish their current turn and still checks and cleans up).
-import { execFileSync, fork, spawn } from 'node:child_process';
+//
+// This file is the entry point (and, forked with --worker, each worker process); its parts are in
+// examples/demo/: find-redis.mjs (steps 1-3 above, and deleting the keys), report.mjs (the checks
+// and the progress line) and helpers.mjs.
+import { fork } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { createLocks, createMemoryStore } from '../dist/index.js';
+import { chooseRedis, deleteKeys, stopServer } from './demo/find-redis.mjs';
+import { describe, REDIS_OPTIONS } from './demo/helpers.mjs';
+import { Progress, verdict } from './demo/report.mjs';
 
 const LOCK = 'counter';
 const LEASE_TTL = 5_000; // ms; a critical section lasts a few ms
 const ACQUIRE_WAIT = 30_000; // ms; the longest a worker waits for its turn
-const DEFAULT_URL = process.env.LATCHKEY_DEMO_DEFAULT_URL || 'redis://127.0.0.1:6379';
 /** The worker processes still running, to stop on Ctrl-C. */
 const children = new Set();
 /** Set on Ctrl-C: no new acquisitions start, and the demo exits 130. */
 let interrupted = false;
-/** Fail fast instead of reconnecting forever when a server is down. */
-const REDIS_OPTIONS = { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null, connectTimeout: 1000 };
 
 // ---------------------------------------------------------------------------------------------
 // The critical section, shared by the process workers (Redis) and the in-process tasks (memory).
@@ -260,188 +263,6 @@ async function runInMemory({ workers, seconds, iterations, prefix }) {
   return verdict({ finished, progress, counter: shared.counter, fences: shared.fences, resource });
 }
 
-/** Prints one line per check and PASS or FAIL; returns the exit code. */
-function verdict({ finished, progress, counter, fences, resource }) {
-  const checks = [];
-  const check = (ok, text) => checks.push({ ok, text });
-  for (const { id, error } of finished) {
-    if (error !== undefined) check(false, `worker ${id} failed: ${error}`);
-  }
-  const total = finished.reduce((sum, r) => sum + (r.count ?? progress.counts[r.id]), 0);
-  const per = finished.map((r) => r.count ?? progress.counts[r.id]).join(' + ');
-  check(total > 0, `${total} acquisition${total === 1 ? '' : 's'} in all (${per})`);
-  check(counter === total, `counter ${counter} ${counter === total ? '==' : '!='} ${total} acquisitions${counter === total ? '' : ` (${total - counter} updates lost)`}`);
-  const backwards = fences.findIndex((f, i) => i > 0 && !(f > fences[i - 1]));
-  if (fences.length !== total) {
-    check(false, `${fences.length} fences recorded for ${total} acquisitions`);
-  } else if (backwards !== -1) {
-    check(false, `fences not strictly increasing: #${backwards} is ${fences[backwards]} after ${fences[backwards - 1]}`);
-  } else {
-    check(total > 0, `${fences.length} fences strictly increasing in acquisition order (${fences[0]} .. ${fences.at(-1)})`);
-  }
-  const expected = { value: String(counter), fence: fences.at(-1) };
-  const resourceOk = total === 0 || (resource?.value === expected.value && resource?.fence === expected.fence);
-  check(
-    resourceOk,
-    resource
-      ? `fenced resource holds ${resource.value} at fence ${resource.fence}${resourceOk ? '' : ` (expected ${expected.value} at ${expected.fence})`}`
-      : 'fenced resource was never written',
-  );
-
-  console.log('verdict:');
-  for (const { ok, text } of checks) console.log(`  ${ok ? 'ok  ' : 'FAIL'} ${text}`);
-  const passed = checks.every((c) => c.ok);
-  console.log(passed ? 'PASS' : 'FAIL');
-  return passed ? 0 : 1;
-}
-
-/** Acquisitions per worker and the last fence, printed once a second. */
-class Progress {
-  constructor(workers) {
-    this.counts = new Array(workers).fill(0);
-    this.lastFence = undefined;
-    this.started = 0;
-    this.timer = undefined;
-  }
-  acquired(id, fence) {
-    this.counts[id]++;
-    this.lastFence = fence;
-  }
-  start() {
-    this.started = Date.now();
-    this.timer = setInterval(() => this.print(), 1000);
-  }
-  stop() {
-    clearInterval(this.timer);
-  }
-  print() {
-    const elapsed = Math.round((Date.now() - this.started) / 1000);
-    const per = this.counts.map((n, i) => `w${i} ${String(n).padStart(4)}`).join('  ');
-    const total = this.counts.reduce((a, b) => a + b, 0);
-    console.log(`  ${String(elapsed).padStart(3)}s  ${per}  total ${String(total).padStart(5)}  last fence ${this.lastFence ?? '-'}`);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Finding a Redis.
-
-/**
- * Returns `{ client, url, label, server? }` for the first Redis that answers (see the header), or
- * undefined when there is none and the demo should run in memory. Throws when REDIS_URL is set but
- * does not answer.
- */
-async function chooseRedis() {
-  if (process.env.REDIS_URL) {
-    const url = process.env.REDIS_URL;
-    try {
-      return { client: await connect(url), url, label: `${redact(url)} (REDIS_URL)` };
-    } catch (error) {
-      throw new Error(`REDIS_URL ${redact(url)} does not answer: ${describe(error)}`);
-    }
-  }
-  if (process.env.LATCHKEY_DEMO_SKIP_DEFAULT === '1') {
-    console.log(`skipping ${redact(DEFAULT_URL)} (LATCHKEY_DEMO_SKIP_DEFAULT=1)`);
-  } else {
-    try {
-      return { client: await connect(DEFAULT_URL), url: DEFAULT_URL, label: redact(DEFAULT_URL) };
-    } catch (error) {
-      console.log(`no Redis at ${redact(DEFAULT_URL)} (${describe(error)})`);
-    }
-  }
-  if (process.env.LATCHKEY_DEMO_NO_SPAWN === '1') {
-    console.log('not starting a redis-server (LATCHKEY_DEMO_NO_SPAWN=1)');
-  } else if (!hasRedisServer()) {
-    console.log('redis-server is not on PATH');
-  } else {
-    const { server, url } = await startServer();
-    try {
-      return { client: await connect(url), url, label: `${url} (own redis-server, pid ${server.pid})`, server };
-    } catch (error) {
-      await stopServer(server);
-      throw error;
-    }
-  }
-  return undefined;
-}
-
-/** Connects and PINGs, failing within about a second when nothing answers. */
-async function connect(url) {
-  const client = new Redis(url, REDIS_OPTIONS);
-  let lastError;
-  client.on('error', (error) => (lastError = error));
-  try {
-    await client.connect();
-    await client.ping();
-    return client;
-  } catch (error) {
-    client.disconnect();
-    throw lastError ?? error;
-  }
-}
-
-function hasRedisServer() {
-  try {
-    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Starts redis-server on a free loopback port without persistence and waits until it answers. */
-async function startServer() {
-  const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-  const server = spawn('redis-server', args, { stdio: 'ignore' });
-  const exited = new Promise((resolve) => server.once('exit', (code, signal) => resolve(signal ?? `code ${code}`)));
-  const url = `redis://127.0.0.1:${port}`;
-  console.log(`starting redis-server on port ${port} (pid ${server.pid})`);
-  for (let waited = 0; waited < 5_000; waited += 100) {
-    const exit = await Promise.race([exited, sleep(100)]);
-    if (exit !== undefined) throw new Error(`redis-server exited at start (${exit})`);
-    const client = await connect(url).catch(() => undefined);
-    if (client) {
-      client.disconnect();
-      return { server, url };
-    }
-  }
-  await stopServer(server);
-  throw new Error(`redis-server on port ${port} did not answer within 5 s`);
-}
-
-/** Kills the redis-server this demo started, by its pid, and waits for it to exit. */
-async function stopServer(server) {
-  if (server.exitCode !== null || server.signalCode !== null) return;
-  const exited = new Promise((resolve) => server.once('exit', resolve));
-  process.kill(server.pid, 'SIGTERM');
-  if ((await Promise.race([exited.then(() => true), sleep(3_000)])) !== true) process.kill(server.pid, 'SIGKILL');
-  await exited;
-  console.log(`stopped redis-server (pid ${server.pid})`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** Deletes every key of this run (the lock's own keys included). */
-async function deleteKeys(client, prefix) {
-  let cursor = '0';
-  let deleted = 0;
-  do {
-    const [next, found] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    cursor = next;
-    if (found.length > 0) deleted += await client.unlink(...found);
-  } while (cursor !== '0');
-  console.log(`deleted ${deleted} demo key${deleted === 1 ? '' : 's'} (${prefix}*)`);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
@@ -476,23 +297,6 @@ function positiveInt(text, name, min) {
     process.exit(2);
   }
   return n;
-}
-
-/** A URL without its password, for printing. */
-function redact(url) {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
-}
-
-/** An error's name and message, never a stack or a lease token. */
-function describe(error) {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
 }
 
 // ---------------------------------------------------------------------------------------------
