@@ -2,24 +2,11 @@
  * examples/cron-replicas.mjs: several replica processes fire at the same ticks against one
  * private redis-server; each tick is run by exactly one of them.
  */
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawClient } from '../helpers/harness.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { describe, expect, it } from 'vitest';
+import { useRedisServer } from '../helpers/fixtures.js';
 import { startExample } from './run-example.js';
 
-let server: RedisServer;
-let raw: Redis;
-
-beforeAll(async () => {
-  server = await RedisServer.start();
-  raw = rawClient(server);
-});
-
-afterAll(async () => {
-  raw?.disconnect();
-  await server?.stop();
-});
+const redis = useRedisServer();
 
 interface TickLine {
   tick: number;
@@ -34,7 +21,7 @@ const lines = (stdout: string): TickLine[] =>
 describe('examples/cron-replicas.mjs', () => {
   it('runs each tick exactly once across 4 replicas', async () => {
     const replicas = Array.from({ length: 4 }, () =>
-      startExample('cron-replicas.mjs', ['--every', '400', '--ticks', '4', '--job', 'once'], { REDIS_URL: server.url }),
+      startExample('cron-replicas.mjs', ['--every', '400', '--ticks', '4', '--job', 'once'], { REDIS_URL: redis.server.url }),
     );
     const codes = await Promise.all(replicas.map((r) => r.exited()));
     for (const r of replicas) expect(r.stderr()).toBe('');
@@ -51,19 +38,19 @@ describe('examples/cron-replicas.mjs', () => {
     expect([...byTick.values()].filter((fired) => fired.length === 4).length).toBeGreaterThanOrEqual(1);
 
     // What the job wrote: one run per tick, fences growing with the ticks.
-    const runs = (await raw.lrange('cron-example:once:runs', 0, -1)).map((r) => JSON.parse(r) as { tick: number; fence: number });
+    const runs = (await redis.raw.lrange('cron-example:once:runs', 0, -1)).map((r) => JSON.parse(r) as { tick: number; fence: number });
     expect(runs.map((r) => r.tick)).toEqual([...byTick.keys()].sort((a, b) => a - b));
     for (let i = 1; i < runs.length; i++) expect(runs[i]!.fence).toBeGreaterThan(runs[i - 1]!.fence);
   });
 
   it('stops a run that outlasts its TTL: the lease signal aborts the job', async () => {
     const replica = startExample('cron-replicas.mjs', ['--every', '300', '--ttl', '100', '--job-ms', '5000', '--ticks', '1', '--job', 'slow'], {
-      REDIS_URL: server.url,
+      REDIS_URL: redis.server.url,
     });
     expect(await replica.exited()).toBe(0);
     const [line] = lines(replica.stdout());
     expect(line).toMatchObject({ ran: true });
     expect(line!.error).toMatch(/LeaseLostError/);
-    expect(await raw.llen('cron-example:slow:runs')).toBe(0);
+    expect(await redis.raw.llen('cron-example:slow:runs')).toBe(0);
   });
 });

@@ -3,40 +3,27 @@
  * one lock on a private redis-server (REDIS_URL) and its checks pass; in memory when no Redis is
  * found; a clear exit on an unreachable REDIS_URL and on a bad flag.
  */
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawClient } from '../helpers/harness.js';
-import { RedisServer } from '../helpers/redis-server.js';
+import { describe, expect, it } from 'vitest';
+import { useRedisServer } from '../helpers/fixtures.js';
 import { startExample } from './run-example.js';
 
-let server: RedisServer;
-let raw: Redis;
-
-beforeAll(async () => {
-  server = await RedisServer.start();
-  raw = rawClient(server);
-});
-
-afterAll(async () => {
-  raw?.disconnect();
-  await server?.stop();
-});
+const redis = useRedisServer();
 
 /** Settings that keep the demo off the machine's own Redis and from starting a server of its own. */
 const ISOLATED = { LATCHKEY_DEMO_SKIP_DEFAULT: '1', LATCHKEY_DEMO_NO_SPAWN: '1' };
 
 describe('examples/demo.mjs', () => {
   it('on Redis: 3 worker processes, 25 acquisitions each; every check passes and its keys are deleted', async () => {
-    const demo = startExample('demo.mjs', ['--workers', '3', '--iterations', '25'], { ...ISOLATED, REDIS_URL: server.url });
+    const demo = startExample('demo.mjs', ['--workers', '3', '--iterations', '25'], { ...ISOLATED, REDIS_URL: redis.server.url });
     expect(await demo.exited(), demo.stdout() + demo.stderr()).toBe(0);
     const out = demo.stdout();
-    expect(out).toContain(`backend: Redis at ${server.url} (REDIS_URL), 3 worker processes`);
+    expect(out).toContain(`backend: Redis at ${redis.server.url} (REDIS_URL), 3 worker processes`);
     expect(out).toMatch(/ok +75 acquisitions in all \(25 \+ 25 \+ 25\)/);
     expect(out).toMatch(/ok +counter 75 == 75 acquisitions/);
     expect(out).toMatch(/ok +75 fences strictly increasing/);
     expect(out).toMatch(/^PASS$/m);
     expect(out).not.toMatch(/FAIL/);
-    expect(await raw.dbsize()).toBe(0);
+    expect(await redis.raw.dbsize()).toBe(0);
   });
 
   it('without a Redis: the workers run as tasks on the in-memory backend, and the checks pass', async () => {

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { untilReady } from './redis-server.js';
 
 export type ClusterNodeRole = 'master' | 'replica';
 
@@ -201,28 +202,7 @@ export class ClusterNode {
     this.#child = child;
     this.#paused = false;
     track(child);
-    return new Promise((resolve, reject) => {
-      let output = '';
-      const onData = (chunk: Buffer): void => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) {
-          child.stdout?.off('data', onData);
-          child.stderr?.off('data', onData);
-          child.stdout?.resume();
-          child.stderr?.resume();
-          child.off('exit', onExit);
-          resolve();
-        }
-      };
-      const onExit = (code: number | null): void => {
-        this.#child = undefined;
-        reject(new Error(`redis-server (cluster node) on port ${this.port} exited with ${code}: ${output.slice(-500)}`));
-      };
-      child.stdout?.on('data', onData);
-      child.stderr?.on('data', onData);
-      child.once('exit', onExit);
-      child.once('error', reject);
-    });
+    return untilReady(child, `redis-server (cluster node) on port ${this.port}`, () => (this.#child = undefined));
   }
 
   /** @internal */

@@ -29,6 +29,36 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Resolves once the spawned redis-server `child` says it accepts connections (on stdout or stderr,
+ * with `--logfile ''`); rejects if it exits first (`onExit` runs then) or cannot be spawned. Its
+ * output is drained from then on. `what` names it in the error, with the end of its output.
+ */
+export function untilReady(child: ChildProcess, what: string, onExit?: () => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) {
+        child.stdout?.off('data', onData);
+        child.stderr?.off('data', onData);
+        child.stdout?.resume();
+        child.stderr?.resume();
+        child.off('exit', exited);
+        resolve();
+      }
+    };
+    const exited = (code: number | null): void => {
+      onExit?.();
+      reject(new Error(`${what} exited with ${code}: ${output.slice(-500)}`));
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', exited);
+    child.once('error', reject);
+  });
+}
+
 /** The fields of an `INFO` (or `CLUSTER INFO`) reply, by name. */
 export function parseInfo(text: string): Map<string, string> {
   const fields = new Map<string, string>();
@@ -114,25 +144,7 @@ export class RedisServer {
     ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
-    return new Promise((resolve, reject) => {
-      let output = '';
-      const onData = (chunk: Buffer): void => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) {
-          child.stdout?.off('data', onData);
-          child.stdout?.resume();
-          child.stderr?.resume();
-          child.off('exit', onExit);
-          resolve();
-        }
-      };
-      const onExit = (code: number | null): void => {
-        reject(new Error(`redis-server on port ${this.port} exited with ${code}: ${output.slice(-500)}`));
-      };
-      child.stdout?.on('data', onData);
-      child.once('exit', onExit);
-      child.once('error', reject);
-    });
+    return untilReady(child, `redis-server on port ${this.port}`);
   }
 
   async #signalAndWait(signal: NodeJS.Signals): Promise<void> {

@@ -17,6 +17,11 @@ export interface AcquireGate {
   attempts: number;
 }
 
+/** An {@link AcquireGate} that holds nothing: a test's gate at the start, and what it is reset to between tests. */
+export function openGate(): AcquireGate {
+  return { holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 };
+}
+
 /**
  * `backend`'s acquire, with the reply of the next attempt that queues (while `state.holdNext` is
  * set) held back until `state.gate` settles: the attempt runs, `state.ran()` is called, then the

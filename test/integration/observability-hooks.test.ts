@@ -2,6 +2,7 @@
  * Observability on the in-memory backend: hooks, the injected logger, and silence when nothing is
  * configured; options of the wrong shape rejected.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import {
   createLocks,
@@ -20,7 +21,6 @@ import {
 } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { createObserver } from '../../src/observe/observer.js';
-import { sleep } from '../helpers/sleep.js';
 
 /** A logger that keeps every record, pino style (`obj, msg`). */
 function recordingLogger(): Logger & { records: Array<{ level: string; obj: object; msg: string | undefined }> } {

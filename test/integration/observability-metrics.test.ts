@@ -3,6 +3,7 @@
  * redis-server (ioredis; nothing of Redis is mocked) and from the global meter provider. Spans are
  * in observability-spans.test.ts, hooks and the logger in observability-hooks.test.ts.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { metrics } from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -19,7 +20,6 @@ import { createLocks, LockTimeoutError, QuorumError, type QuorumFailedEvent } fr
 import { lockKeys } from '../../src/keys.js';
 import { uniquePrefix, useRedisServer } from '../helpers/fixtures.js';
 import { freePort } from '../helpers/redis-server.js';
-import { sleep } from '../helpers/sleep.js';
 
 const redis = useRedisServer();
 

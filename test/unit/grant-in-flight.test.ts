@@ -10,14 +10,10 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createMemoryStore } from '../../src/index.js';
 import { memoryManagers } from '../helpers/memory-managers.js';
+import { openGate } from '../helpers/wrapped-backend.js';
 
 /** `holdNext`: the next attempt that queues is run, then its reply waits for `gate`; `ran` sees it ran. */
-const state = {
-  holdNext: false,
-  gate: Promise.resolve(),
-  ran: (): void => {},
-  attempts: 0,
-};
+const state = openGate();
 
 vi.mock('../../src/backend/choose.js', async (importOriginal) => {
   const { wrapChosenBackend, gatedAcquire } = await import('../helpers/wrapped-backend.js');
@@ -25,7 +21,7 @@ vi.mock('../../src/backend/choose.js', async (importOriginal) => {
 });
 
 const manager = memoryManagers(() => {
-  Object.assign(state, { holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 });
+  Object.assign(state, openGate());
 });
 
 /** Every promise job queued by now has run (the in-memory inbox delivers in one). */

@@ -9,15 +9,13 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLocks, createMemoryStore, type Locks } from '../../src/index.js';
+import { openGate } from '../helpers/wrapped-backend.js';
 
 const state = {
   /** Inbox messages of the managers made while this is set are held back until the test lets them go. */
   holdInbox: false,
   held: [] as Array<() => void>,
-  holdNext: false,
-  gate: Promise.resolve(),
-  ran: (): void => {},
-  attempts: 0,
+  ...openGate(),
 };
 
 vi.mock('../../src/backend/choose.js', async (importOriginal) => {
@@ -38,7 +36,7 @@ vi.mock('../../src/backend/choose.js', async (importOriginal) => {
 
 const made: Locks[] = [];
 afterEach(async () => {
-  Object.assign(state, { holdInbox: false, held: [], holdNext: false, gate: Promise.resolve(), ran: () => {}, attempts: 0 });
+  Object.assign(state, { holdInbox: false, held: [], ...openGate() });
   for (const locks of made.splice(0)) await locks.close();
 });
 
