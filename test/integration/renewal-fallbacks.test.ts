@@ -25,12 +25,12 @@ function renewedAlone(label: string, semaphores: boolean, makeHarness: () => Pro
       const prefix = uniquePrefix();
       const [a, b] = [h.locks({ prefix }), h.locks({ prefix })];
       const names = ['f1', 'f2', 'f3', 'f4'];
-      const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 300, renew: { every: 50 } })));
-      const permit: Lease | undefined = !semaphores ? undefined : await a.semaphore('pool', { limit: 1, ttl: 300 }).acquire({ renew: { every: 50 } });
+      const leases = await Promise.all(names.map((name) => a.acquire(name, { ttl: 1200, renew: { every: 200 } })));
+      const permit: Lease | undefined = !semaphores ? undefined : await a.semaphore('pool', { limit: 1, ttl: 1200 }).acquire({ renew: { every: 200 } });
       await h.forceDelete(prefix, 'f2');
       expect(await aborted(leases[1]!.signal)).toMatchObject({ code: 'LEASE_LOST', reason: 'gone', key: 'f2' });
       // Held across two more TTLs: renewed (time is what is tested here).
-      await sleep(700);
+      await sleep(2800);
       for (const i of [0, 2, 3]) {
         expect(leases[i]!.held).toBe(true);
         expect(await b.tryAcquire(names[i]!)).toBeNull();
