@@ -38,7 +38,7 @@
 import { fileURLToPath } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { now, sleep, spin } from './lib/clock.mjs';
-import { processCpu } from './lib/process-cpu.mjs';
+import { otherThreadsCpu, processCpu } from './lib/process-cpu.mjs';
 import { callsDelta, commandCalls, scriptCalls, totalCalls } from './lib/redis-info.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
 import { joinQueue, joinRing, joinScripts, runWorkers } from './lib/ring.mjs';
@@ -75,8 +75,12 @@ if (process.argv[2] === '--worker') {
   // This process's CPU time (user + system, µs) from the measured window's start to its end.
   const windowFrom = Number(endAt) - SECONDS * 1000;
   let cpuFrom;
+  let threadsFrom;
   const noteCpu = () => {
-    if (cpuFrom === undefined && now() >= windowFrom) cpuFrom = process.cpuUsage();
+    if (cpuFrom === undefined && now() >= windowFrom) {
+      cpuFrom = process.cpuUsage();
+      threadsFrom = otherThreadsCpu();
+    }
   };
   let done;
   if (kind === 'ring') {
@@ -146,7 +150,7 @@ if (process.argv[2] === '--worker') {
   }
   await done;
   const used = process.cpuUsage(cpuFrom);
-  process.send({ records, cpu: used.user + used.system }, () => {
+  process.send({ records, cpu: used.user + used.system, threadsCpu: otherThreadsCpu() - threadsFrom }, () => {
     client.disconnect();
     process.exit(0);
   });
@@ -189,6 +193,7 @@ if (process.argv[2] === '--worker') {
         const redisTo = processCpu(server.pid);
         const redisCpu = redisFrom ? redisTo.user + redisTo.system - redisFrom.user - redisFrom.system : NaN;
         const workersCpu = messages.reduce((sum, m) => sum + m.cpu, 0);
+        const threadsCpu = messages.reduce((sum, m) => sum + m.threadsCpu, 0);
         const calls = callsFrom ? callsDelta(await callsFrom, await commandCalls(stats)) : {};
         const all = messages.flatMap((m, p) => m.records.map(([acquiredAt, releaseAt]) => [acquiredAt, releaseAt, p]));
         all.sort((a, b) => a[0] - b[0]);
@@ -196,7 +201,7 @@ if (process.argv[2] === '--worker') {
         const row = {};
         for (const [name, from] of Object.entries(windows)) row[name] = windowStats(all, from, from + SECONDS * 1000);
         const n = row[windows.steady ? 'steady' : 'early'].acquisitions;
-        Object.assign(row, { nodeCpu: workersCpu / n, redisCpu: redisCpu / n, commands: totalCalls(calls) / n, calls: scriptCalls(calls) / n });
+        Object.assign(row, { nodeCpu: workersCpu / n, threadsCpu: threadsCpu / n, redisCpu: redisCpu / n, commands: totalCalls(calls) / n, calls: scriptCalls(calls) / n });
         for (const [name, reading] of Object.entries(serverTimes)) row[name].scripts = await reading;
         results[kind].push(row);
         const brief = (w) => `${w.acqPerSecond.toFixed(0)} acq/s  hand-off p50 ${w.p50.toFixed(3)} ms  mean ${w.mean.toFixed(3)} ms  p99 ${w.p99.toFixed(3)} ms  same holder ${(100 * w.same).toFixed(0)} %`;
@@ -204,7 +209,7 @@ if (process.argv[2] === '--worker') {
         if (row.steady) console.error(`${''.padEnd(30)} steady:        ${brief(row.steady)}`);
         for (const name of Object.keys(serverTimes)) console.error(`${''.padEnd(30)} server µs per script call (${name === 'early' ? 'first seconds' : 'steady'}): ${scriptLine(row[name].scripts)}`);
         console.error(
-          `${''.padEnd(30)} per acquisition (${row.steady ? 'steady' : 'first seconds'}): CPU Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
+          `${''.padEnd(30)} per acquisition (${row.steady ? 'steady' : 'first seconds'}): CPU Node ${row.nodeCpu.toFixed(0)} µs (1 ms of it the hold, ${row.threadsCpu.toFixed(0)} on threads other than the main one), Redis ${row.redisCpu.toFixed(0)} µs; Redis commands ${row.commands.toFixed(2)}, of them script calls ${row.calls.toFixed(2)}`,
         );
         await sleep(200);
       }
