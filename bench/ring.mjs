@@ -61,6 +61,13 @@ const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 20);
 // release is answered, costs the hand-off under way; the ring has none, every other row one).
 // `RING_WITH=scripts@` (no path: the same release.lua) puts such a row beside the unchanged one.
 const REJOIN_MS = Number(process.env.SCRIPTS_REJOIN_MS || 0);
+// The floors' workers (ring, queue, scripts) run without V8's memory reducer: they allocate so
+// little that V8 takes them for idle processes and, from about 8 s after their first full GC,
+// shrinks their heaps with mark-compacts of 10-30 ms each, 2-3 per process in the steady window
+// (`RING_NODE_ARGS=--trace-gc`, stop 40: the ring's workers only), each pause holding up the
+// hand-off under way. The libraries' rows run as users run them; a floor can only get faster.
+const FLOOR_NODE_ARGS = ['--no-memory-reducer'];
+const isFloor = (kind) => kind === 'ring' || kind === 'queue' || kind === 'scripts' || kind.startsWith('scripts@');
 const RING_WITH = (
   process.env.RING_WITH ||
   'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
@@ -187,7 +194,7 @@ if (process.argv[2] === '--worker') {
           const t2 = setTimeout(async () => (serverTimes[name] = times.end(await id)), from + SECONDS * 1000 - now());
           return [t1, t2];
         });
-        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)], endAt);
+        const messages = await runWorkers(here, PROCESSES, (i) => ['--worker', kind, String(server.port), String(i), String(endAt)], endAt, isFloor(kind) ? FLOOR_NODE_ARGS : []);
         clearTimeout(sampleRedis);
         for (const t of timers.flat()) clearTimeout(t);
         const redisTo = processCpu(server.pid);

@@ -54,11 +54,12 @@ const STALLED_MS = 30_000;
  * them all 'go', and resolves with each one's final message. A worker that dies (an error in a
  * library) rejects, instead of leaving the run waiting; so do workers still running 30 s after
  * `endAt` (ms on lib/clock.mjs's clock, when given): a lock that stopped passing (a broken copy of
- * a script, a grant lost), killed and reported instead of a run that never ends.
+ * a script, a grant lost), killed and reported instead of a run that never ends. `nodeArgs`:
+ * flags for the workers' `node`, before those of RING_NODE_ARGS.
  */
-export async function runWorkers(script, processes, args, endAt) {
+export async function runWorkers(script, processes, args, endAt, nodeArgs = []) {
   // RING_NODE_ARGS: flags for the workers' node (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
-  const execArgv = process.env.RING_NODE_ARGS ? process.env.RING_NODE_ARGS.split(' ') : [];
+  const execArgv = [...nodeArgs, ...(process.env.RING_NODE_ARGS ? process.env.RING_NODE_ARGS.split(' ') : [])];
   const workers = Array.from({ length: processes }, (_, i) => fork(script, args(i), { env: { ...process.env, BENCH_BASE: baseString }, execArgv }));
   const next = (w) =>
     new Promise((resolve, reject) => {
