@@ -2,10 +2,15 @@
 // one, from /proc (Linux only).
 import { readdirSync, readFileSync } from 'node:fs';
 
+/** User and system CPU time so far, µs, from a /proc `stat` file (10 ms ticks). */
+function statCpu(path) {
+  const fields = readFileSync(path, 'utf8').split(') ')[1].split(' ');
+  return { user: Number(fields[11]) * 10_000, system: Number(fields[12]) * 10_000 };
+}
+
 /** A process's user and system CPU time so far, µs, from /proc/<pid>/stat (10 ms ticks). */
 export function processCpu(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return { user: Number(fields[11]) * 10_000, system: Number(fields[12]) * 10_000 };
+  return statCpu(`/proc/${pid}/stat`);
 }
 
 /**
@@ -15,17 +20,17 @@ export function processCpu(pid) {
  */
 export function otherThreadsCpu(pid = process.pid) {
   try {
-    let ticks = 0;
+    let used = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       if (tid === String(pid)) continue;
       try {
-        const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
-        ticks += Number(fields[11]) + Number(fields[12]);
+        const { user, system } = statCpu(`/proc/${pid}/task/${tid}/stat`);
+        used += user + system;
       } catch {
         // the thread ended meanwhile: its time is lost (a few ticks at most)
       }
     }
-    return ticks * 10_000;
+    return used;
   } catch {
     return NaN;
   }

@@ -20,10 +20,11 @@ let monitor: Redis;
 let raw: Redis;
 /** The scripts the server ran, as `<name>/<number of keys>`, and ECHO markers. */
 const seen: string[] = [];
-/** When the server ran each keep-queued.lua call (MONITOR's timestamps, ms). */
-const keptAt: number[] = [];
-/** Each keep-queued.lua call's entry ttl (ARGV[1]) and the waiters it carried (ARGV[2]), in the order the server ran them. */
-const keptCalls: { entryTtl: number; waiters: string[] }[] = [];
+/**
+ * Each keep-queued.lua call, in the order the server ran them: when (MONITOR's timestamp, ms), its
+ * entry ttl (ARGV[1]) and the waiters it carried (ARGV[2]).
+ */
+const keptCalls: { at: number; entryTtl: number; waiters: string[] }[] = [];
 const names = new Map([
   [acquireScript.sha, 'acquire'],
   [keepQueuedScript.sha, 'keep'],
@@ -39,9 +40,8 @@ beforeAll(async () => {
     if (command === 'echo') seen.push(`marker ${args[1]}`);
     if (command === 'evalsha') seen.push(`${names.get(args[1]!) ?? 'other'}/${args[2]}`);
     if (command === 'evalsha' && args[1] === keepQueuedScript.sha) {
-      keptAt.push(Number(_time) * 1000);
       const keys = Number(args[2]);
-      keptCalls.push({ entryTtl: Number(args[3 + keys]), waiters: args[4 + keys]!.split(' ') });
+      keptCalls.push({ at: Number(_time) * 1000, entryTtl: Number(args[3 + keys]), waiters: args[4 + keys]!.split(' ') });
     }
   });
 });
@@ -144,7 +144,6 @@ describe('the queue keeper', () => {
       await queued(m.prefix, names);
       await caughtUp();
       seen.length = 0;
-      keptAt.length = 0;
       keptCalls.length = 0;
       // Six calls: two periods' worth (three periods on a quiet machine; a tick while a call is
       // unanswered is skipped, so a loaded one takes longer).
@@ -154,19 +153,19 @@ describe('the queue keeper', () => {
       // No call carries more than 500 waiters (3 keys each).
       for (const call of keeps) expect(Number(call.split('/')[1])).toBeLessThanOrEqual(3 * 500);
       // One call at a time, a third of a period apart (the timer enforces it; half of it allows for a late send).
-      const gaps = keptAt.slice(1).map((t, i) => t - keptAt[i]!);
+      const calls = keptCalls.slice();
+      const gaps = calls.slice(1).map((c, i) => c.at - calls[i]!.at);
       expect(Math.min(...gaps)).toBeGreaterThanOrEqual(RECHECK / 3 / 2);
       // Each waiter once a period: any three calls in a row carry every waiter (those kept longest
       // first, however late a loaded machine sends them), so no entry was refreshed longer ago than
       // the third-last call.
-      const calls = keptCalls.slice();
-      const times = keptAt.slice();
       for (let i = 0; i + 3 <= calls.length; i++) {
         const carried = calls.slice(i, i + 3).flatMap((c) => c.waiters);
         expect(new Set(carried).size).toBe(n);
       }
       const entries = await Promise.all(names.map((name) => raw.hgetall(lockKeys(m.prefix, name).alive)));
-      const since = times[times.length - 3]! + calls[calls.length - 3]!.entryTtl;
+      const thirdLast = calls[calls.length - 3]!;
+      const since = thirdLast.at + thirdLast.entryTtl;
       for (const entry of entries) {
         const deadline = Number(Object.values(entry)[0]!.split(' ')[0]);
         // MONITOR stamps a call as it arrives, in µs; the script reads the clock a moment later, in ms.
