@@ -29,11 +29,11 @@
 // per acquisition (INFO commandstats, those inside scripts included) and of them script calls.
 // Every figure is given for two windows of BENCH_SECONDS (default 5) of each pass: the processes'
 // first seconds (from 1 s after the start) and their steady state (from RING_STEADY s after it,
-// default 20; see STEADY_MS). CPU and commands are those of the steady window. RING_SLICES=<ms>
+// default 60; see STEADY_MS). CPU and commands are those of the steady window. RING_SLICES=<ms>
 // also prints each row's hand-off p50 and mean per slice of that length: the warm-up, seen.
 // RING_SERVER_TIMES=1 also gives, per window, how long Redis ran each script per call (p50, p90:
 // lib/script-times.mjs, the slow log recording every command; it costs the server a little).
-// Usage: npm run build && node bench/ring.mjs   (about 27 s per row and pass)
+// Usage: npm run build && node bench/ring.mjs   (about 67 s per row and pass)
 //        RING_STEADY=0 node bench/ring.mjs  (the first window alone: 6 s per row and pass)
 //        RING_WITH=latchkey/default,redis-semaphore/fast node bench/ring.mjs
 //        RING_WITH=latchkey/default@bench/dist-a/index.js,latchkey/default node bench/ring.mjs  (two builds)
@@ -53,12 +53,16 @@ const PASSES = Number(process.env.PASSES || 2);
 const PROCESSES = 8;
 const HOLD_MS = 1;
 const WARMUP_MS = 1000;
-// The steady window starts RING_STEADY seconds (default 20) after the start: V8 optimizes a
+// The steady window starts RING_STEADY seconds (default 60) after the start: V8 optimizes a
 // function once it has run enough, and a process that takes a lock a hundred times a second runs
 // the hand-off's code (the lock's, ioredis's, Node's streams) mostly unoptimized for its first
 // seconds (node --trace-opt: latchkey's hand-off functions are optimized 4 to 22 s into a run).
+// 20 s (the default until stop 41) was not yet steady: there the rows' workers spent 3-156 µs
+// per acquisition on threads other than the main one (V8's compiler, the GC's helpers; median 48),
+// at 60 s 0-3 µs in 17 rows of 18, and latchkey's p50 went from 1.21-1.29x its scripts' (four
+// runs) to 0.90x and 1.04x (two runs, 2026-11-29).
 // RING_STEADY=0: the first window alone (the run is then 1 + BENCH_SECONDS s per row).
-const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 20);
+const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 60);
 // SCRIPTS_REJOIN_MS=<ms>: the `scripts@...` rows wait that long after each release before they ask
 // for the lock again (a diagnostic: what the releasing process's next acquire, sent the moment its
 // release is answered, costs the hand-off under way; the ring has none, every other row one).
