@@ -59,8 +59,8 @@ const WARMUP_MS = 1000;
 // seconds (node --trace-opt: latchkey's hand-off functions are optimized 4 to 22 s into a run).
 // 20 s (the default until stop 41) was not yet steady: there the rows' workers spent 3-156 µs
 // per acquisition on threads other than the main one (V8's compiler, the GC's helpers; median 48),
-// at 60 s 0-9 µs in 26 rows of 28, and latchkey's p50 went from 1.21-1.29x its scripts' (four
-// runs) to 0.88-1.04x (three runs, 2026-11-29).
+// at 60 s 0-15 µs in 36 rows of 38, and latchkey's p50 went from 1.21-1.29x its scripts' (four
+// runs) to 0.88-1.10x (four runs, 2026-11-29).
 // RING_STEADY=0: the first window alone (the run is then 1 + BENCH_SECONDS s per row).
 const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 60);
 // SCRIPTS_REJOIN_MS=<ms>: the `scripts@...` rows wait that long after each release before they ask
