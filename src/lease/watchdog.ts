@@ -72,7 +72,11 @@ export class Watchdog implements ExtendItem, Queued {
     this.every = options.every ?? Math.max(1, Math.floor(lease.ttl / 3));
     this.#maxHold = options.maxHold ?? Infinity;
     this.#renewals = renewals;
-    this.#schedule(this.every);
+    // A lease won late (its winning attempt long in flight: a client's retries through a Cluster
+    // migration) may have less validity left than two intervals: its first renewal then comes
+    // at half of what is left, not a whole interval on, after its validity ran out.
+    const left = lease.validUntil - now();
+    this.#schedule(left < 2 * this.every ? Math.max(1, Math.floor(left / 2)) : this.every);
   }
 
   /** The lease's token (an {@link ExtendItem}: a batch sends the watchdogs themselves, no object made per renewal). */

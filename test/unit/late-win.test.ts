@@ -90,3 +90,24 @@ describe('a waiter whose winning attempt is answered after its TTL', () => {
     await next!.release();
   });
 });
+
+describe('a lease won late but still valid, with a watchdog', () => {
+  it('is renewed before its validity runs out, though less than one renewal interval of it was left', async () => {
+    const store = createMemoryStore();
+    const [a, b] = [manager(store), manager(store)];
+    const held = await a.acquire('job', { ttl: 5000 });
+    const ttl = 600; // renewed every 200 ms
+    const waiting = b.acquire('job', { ttl, wait: 5000, renew: true, strategy: 'backoff' });
+    await sleep(50); // waiting: its first attempts found the lock held
+    // Its winning attempt answered 450 ms after it was sent: about 140 ms of validity left.
+    Object.assign(state, { late: true, lateBy: 450 });
+    await held.release();
+    const lease = await waiting;
+    expect(state.late).toBe(false); // it did win late
+    expect(lease.timeLeft()).toBeLessThan(200);
+    await sleep(ttl); // past the validity it was won with, and past a first renewal one interval on
+    expect(lease.held).toBe(true);
+    await lease.release();
+    expect(lease.state).toBe('released');
+  });
+});
