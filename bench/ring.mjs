@@ -247,17 +247,18 @@ if (process.argv[2] === '--worker') {
     steady: `steady: ${STEADY_MS / 1000} s to ${STEADY_MS / 1000 + SECONDS} s after the start`,
   };
   for (const name of STEADY_MS > 0 ? ['early', 'steady'] : ['early']) {
-    // Ratios per pass (a row against the ring of the same pass), then their median.
-    const ratio = (kind, f) => median(results[kind].map((r, pass) => f(r[name]) / f(results.ring[pass][name])));
+    // Ratios per pass (a row against a base of the same pass), then their median.
+    const over = (base) => (kind, f) => median(results[kind].map((r, pass) => f(r[name]) / base(pass, f)));
+    const ratio = over((pass, f) => f(results.ring[pass][name]));
     // The floor of a pass: the lower of the ring's and the queue's (the ring is the smaller lock,
     // but its idle workers do not always make it the faster one: a floor is the least measured).
-    const overFloor = (kind, f) => median(results[kind].map((r, pass) => f(r[name]) / Math.min(f(results.ring[pass][name]), f(results.queue[pass][name]))));
+    const overFloor = over((pass, f) => Math.min(f(results.ring[pass][name]), f(results.queue[pass][name])));
     console.log(`\n${titles[name]}\n`);
     console.log(`| 8 processes, 1 ms hold, median of ${PASSES} passes | acq/s | acq/s / ring | hand-off p50 ms | hand-off p99 ms | p50 / ring | p99 / ring | p50 / floor | p99 / floor | same holder again |`);
     console.log('| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |');
     for (const [kind, rows] of Object.entries(results)) {
       const m = (f) => median(rows.map((r) => f(r[name])));
-      const ratios = [ratio, overFloor].flatMap((over) => [over(kind, (w) => w.p50), over(kind, (w) => w.p99)]).map((x) => x.toFixed(2)).join(' | ');
+      const ratios = [ratio, overFloor].flatMap((by) => [by(kind, (w) => w.p50), by(kind, (w) => w.p99)]).map((x) => x.toFixed(2)).join(' | ');
       console.log(
         `| ${labels[kind] ?? kind} | ${m((w) => w.acqPerSecond).toFixed(0)} | ${ratio(kind, (w) => w.acqPerSecond).toFixed(2)} | ${m((w) => w.p50).toFixed(3)} | ${m((w) => w.p99).toFixed(3)} | ${ratios} | ${(100 * m((w) => w.same)).toFixed(0)} % |`,
       );
