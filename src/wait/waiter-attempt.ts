@@ -89,11 +89,19 @@ export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext, at?:
   );
 }
 
-/** The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next attempt, or given back when the caller left. */
+/**
+ * The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next
+ * attempt, or given back when the caller left. So is a win with less than half its TTL of
+ * validity left while the wait has time for one more attempt (its reply was slow: a client's
+ * retries through a Cluster migration), once: a lease handed out with a few ms left is lost
+ * before its first renewal can be answered. The refresh's own win is taken whatever it has left.
+ */
 export function winOf(waiter: AttemptingWaiter, a: Attempt, context: WaitContext): Grant | undefined {
   const { reply, sentAt } = a;
   if (!reply.acquired) return undefined;
-  if (!waiter.stop && validUntil(sentAt, waiter.ttl, context.driftFactor) > now()) {
+  const t = now();
+  const left = waiter.stop ? 0 : validUntil(sentAt, waiter.ttl, context.driftFactor) - t;
+  if (left > 0 && (left >= waiter.ttl / 2 || waiter.wonLate || t >= waiter.deadline)) {
     return { fence: reply.fence, sentAt, replicated: reply.replicated };
   }
   if (waiter.stop) {
@@ -101,10 +109,10 @@ export function winOf(waiter: AttemptingWaiter, a: Attempt, context: WaitContext
     context.backend.release(waiter.keys, waiter.token).catch(() => {});
     return undefined;
   }
-  // Too late to be of use: the next attempt, with the same token, finds the lease ours and
-  // refreshes it (a fresh validity). Not given back first: that release could run after the
-  // next attempt (a client that re-sends it after a redirection or a NOSCRIPT, through a
-  // migration) and free the lease that attempt returned. The exit gives it back if no attempt
+  // Too late to be of use (or too little left): the next attempt, with the same token, finds the
+  // lease ours and refreshes it (a fresh validity). Not given back first: that release could run
+  // after the next attempt (a client that re-sends it after a redirection or a NOSCRIPT, through
+  // a migration) and free the lease that attempt returned. The exit gives it back if no attempt
   // wins after it.
   waiter.wonLate = true;
   return undefined;
