@@ -102,7 +102,7 @@ if (process.argv[2] === '--worker') {
   };
   let done;
   if (kind === 'ring') {
-    const ring = await joinRing(client, i, PROCESSES);
+    const ring = await joinRing(client, i, PROCESSES, Number(endAt));
     process.send({ ready: true });
     done = (async () => {
       for (;;) {
@@ -112,9 +112,7 @@ if (process.argv[2] === '--worker') {
         spin(HOLD_MS);
         const releaseAt = now();
         records.push([acquiredAt, releaseAt]);
-        // The last pass of the ring lets the ring stop: the next process sees the end time too.
-        await ring.pass(token);
-        if (now() > Number(endAt)) break;
+        if (await ring.pass(token)) break; // the ring's last round (see joinRing)
       }
       ring.leave();
     })();

@@ -115,7 +115,7 @@ if (process.argv[2] === '--worker') {
     records.push(record);
   };
   if (kind === 'ring') {
-    const ring = await joinRing(client, i, PROCESSES);
+    const ring = await joinRing(client, i, PROCESSES, Number(endAt));
     process.send('ready');
     const loop = (async () => {
       for (;;) {
@@ -123,8 +123,7 @@ if (process.argv[2] === '--worker') {
         const record = hold();
         const passed = ring.pass(token);
         note(record);
-        await passed;
-        if (now() > Number(endAt)) break;
+        if (await passed) break; // the ring's last round (see joinRing)
       }
       ring.leave();
     })();

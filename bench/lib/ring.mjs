@@ -13,10 +13,18 @@ export const PASS_ON =
 
 /**
  * Joins the ring as process `i` of `processes` on the ioredis `client`: `turn()` resolves with the
- * token when the lock comes to this process, `pass(token)` hands it to the next one, `start()`
- * (process 0, once every process listens) sets the ring going, `leave()` closes the subscriber.
+ * token when the lock comes to this process, `pass(token)` hands it to the next one and resolves
+ * to true when that was this process's last pass, `start()` (process 0, once every process
+ * listens) sets the ring going, `leave()` closes the subscriber.
+ *
+ * The ring ends once round after `endAt` (ms on lib/clock.mjs's clock): the first holder to pass
+ * after it marks the token ("end…"), and each process that passes a marked token leaves. The
+ * holder decides, in the ring's order. (Each process used to look at the clock once its pass was
+ * answered: a process descheduled between its pass and that reply looked after the next one
+ * did, left after it, and the token came round to a process that had left, with the next one
+ * still waiting for it: the bench's stall error, seen once, worker 0 left waiting.)
  */
-export async function joinRing(client, i, processes) {
+export async function joinRing(client, i, processes, endAt) {
   const sub = client.duplicate();
   client.defineCommand('passOn', { numberOfKeys: 1, lua: PASS_ON });
   await client.ping();
@@ -40,7 +48,10 @@ export async function joinRing(client, i, processes) {
       early = undefined;
       return Promise.resolve(token);
     },
-    pass: (token) => client.passOn('ring', token, `${i + 1}`, `ring:${(i + 1) % processes}`),
+    pass: (token) => {
+      const last = token.startsWith('end') || now() > endAt;
+      return client.passOn('ring', token, `${last ? 'end' : ''}${i + 1}`, `ring:${(i + 1) % processes}`).then(() => last);
+    },
     start: () => client.set('ring', 'start', 'PX', 10000).then(() => client.publish('ring:0', 'start')),
     leave: () => sub.disconnect(),
   };
