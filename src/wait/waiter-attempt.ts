@@ -90,6 +90,15 @@ export function sendAttempt(waiter: AttemptingWaiter, context: WaitContext, at?:
 }
 
 /**
+ * Whether a lease with `left` ms of validity is worth returning as it is: more than half its
+ * `ttl`. With less, a waiter that can refreshes it first (one more attempt, same token): a grant
+ * read late (`Waiter.waitRemotely`), or a win answered late ({@link winOf}).
+ */
+export function enoughLeft(left: number, ttl: number): boolean {
+  return left > ttl / 2;
+}
+
+/**
  * The attempt's win, if it is still of use. A win too late to be of use is refreshed by the next
  * attempt, or given back when the caller left. So is a win with less than half its TTL of
  * validity left while the wait has time for one more attempt (its reply was slow: a client's
@@ -101,7 +110,7 @@ export function winOf(waiter: AttemptingWaiter, a: Attempt, context: WaitContext
   if (!reply.acquired) return undefined;
   const t = now();
   const left = waiter.stop ? 0 : validUntil(sentAt, waiter.ttl, context.driftFactor) - t;
-  if (left > 0 && (left >= waiter.ttl / 2 || waiter.wonLate || t >= waiter.deadline)) {
+  if (left > 0 && (enoughLeft(left, waiter.ttl) || waiter.wonLate || t >= waiter.deadline)) {
     return { fence: reply.fence, sentAt, replicated: reply.replicated };
   }
   if (waiter.stop) {

@@ -10,7 +10,7 @@ import { sleep } from './sleep.js';
 import { nextDelay, type WaitStrategyName } from './strategy.js';
 import { sleepKept, type KeptWaiter } from './queue-keeper.js';
 import type { Attempt, Grant, WaitContext } from './wait-context.js';
-import { sendAttempt, winOf, type AttemptingWaiter } from './waiter-attempt.js';
+import { enoughLeft, sendAttempt, winOf, type AttemptingWaiter } from './waiter-attempt.js';
 
 /**
  * What a waiter is doing: `queued` in memory behind callers of its own process (a lock's local
@@ -168,7 +168,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
         this.#throwIfStopped();
         const fence = this.#takeGrant();
         const from = this.grantedFrom;
-        if (locks && fence !== undefined && validUntil(from, ttl, driftFactor) - now() > ttl / 2) {
+        if (locks && fence !== undefined && enoughLeft(validUntil(from, ttl, driftFactor) - now(), ttl)) {
           // Granted by a release, without a round trip: valid from this waiter's last attempt
           // answered before the message was read, which reached Redis before the release did.
           // (With too little validity left, the next attempt refreshes it: the lock holds our token.)
