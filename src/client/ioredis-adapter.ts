@@ -107,7 +107,8 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     createSubscriber: async () =>
       cluster
         ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true, errors)
-        : ioredisSubscriber(client.duplicate(), false, errors),
+        : // Without autoResubscribe: see ioredisSubscriber.
+          ioredisSubscriber((client.duplicate as (override?: object) => IoredisLike)({ autoResubscribe: false }), false, errors),
     lastError: errors.last,
     close: async () => {
       errors.detach();
@@ -116,6 +117,16 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
   };
 }
 
+/**
+ * The subscriber connection latchkey owns. On one Redis (or Sentinel) it is made without ioredis's
+ * `autoResubscribe`: after a reconnect, ioredis subscribes the channels again from its ready
+ * handler and leaves the call's promise unhandled, so a connection that ends for good before the
+ * reply (its retryStrategy gives up, or it is closed) ends in an unhandled rejection ("Connection
+ * is closed.", seen in CI during a Sentinel failover). latchkey subscribes its channels again
+ * itself, catches the call, and tells its reconnect listeners (every waiter looks again) once the
+ * call settled: a release after their look is heard. A Cluster's sharded subscribers resubscribe
+ * with their rejections caught (ioredis's ClusterSubscriberGroup); the inbox also follows them.
+ */
 async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: ConnectionErrors): Promise<SubscriberConnection> {
   // A subscriber we own: its errors are reported through reconnects and as an UnreachableError's
   // cause, never as an unhandled 'error' event.
@@ -123,15 +134,26 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: Con
   const unwatch = errors.watch(sub);
   let connectedOnce = false;
   const reconnectListeners: Array<() => void> = [];
+  /** The channels subscribed (not sharded), to subscribe again after a reconnect. */
+  const channels = new Set<string>();
+  const reconnected = (): void => {
+    for (const l of reconnectListeners) l();
+  };
   sub.on('ready', () => {
-    if (connectedOnce) for (const l of reconnectListeners) l();
-    connectedOnce = true;
+    if (!connectedOnce) {
+      connectedOnce = true;
+      return;
+    }
+    if (sharded || channels.size === 0) return reconnected();
+    sub.subscribe(...channels).then(reconnected, reconnected);
   });
   return {
     subscribe: async (channel) => {
+      if (!sharded) channels.add(channel);
       await (sharded ? sub.ssubscribe(channel) : sub.subscribe(channel));
     },
     unsubscribe: async (channel) => {
+      if (!sharded) channels.delete(channel);
       await (sharded ? sub.sunsubscribe(channel) : sub.unsubscribe(channel));
     },
     onMessage: (listener) => {
