@@ -72,6 +72,13 @@ export class Deadlines {
 /** The deadlines of calls bounded by {@link settleBy}, on one timer. */
 const bounded = new Deadlines();
 
+/**
+ * The last {@link Bounded} made, kept until the next: with none alive at a full GC, V8 would drop
+ * its class's shapes and the optimized code that embeds them (see manager/last-made.ts). A
+ * settled one holds only what sees a late value or error.
+ */
+const lastMade: { bounded: object | undefined } = { bounded: undefined };
+
 /** What else a call bounded by {@link settleBy} does. */
 export interface SettleOptions<T> {
   /** Sees a value that arrives after the call stopped being waited for (the deadline, or a stop). */
@@ -93,6 +100,7 @@ export interface SettleOptions<T> {
 export function settleBy<T>(promise: Promise<T>, at: number, expire: () => Error, options?: SettleOptions<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const bounded = new Bounded(at, expire, options, resolve, reject);
+    lastMade.bounded = bounded;
     promise.then(
       (value) => bounded.value(value),
       (error: unknown) => bounded.error(error),

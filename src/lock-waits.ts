@@ -61,6 +61,7 @@ export class LockWaits {
       deadline: started + wait,
       state: 'queued',
     });
+    ctx.lastMade.waiter = waiter;
     waiter.listenTo(signal, (reason) => this.#stop(queue, waiter, reason));
     queue.waiters.push(waiter);
     if (!queue.holder && queue.waiters.length === 1) {
@@ -290,6 +291,7 @@ export class LockWaits {
   #lease(queue: KeyQueue, keys: LockKeys, token: string, fence: number, ttl: number, sentAt: number, renew: RenewOptions | undefined, replicated: boolean | undefined): Lease {
     const ctx = this.#ctx;
     const lease = new Lease(ctx.leaseContext, keys, token, fence, ttl, sentAt, renew, replicated);
+    ctx.lastMade.lease = lease;
     ctx.held.add(lease);
     queue.holder = lease;
     // Its expiry must be seen the moment it comes when a watchdog runs or callers of this process

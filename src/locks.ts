@@ -12,6 +12,7 @@ import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
+import { LastMade } from './manager/last-made.js';
 import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
 import { acquireAll, type MultiAcquireContext } from './multi-acquire.js';
@@ -97,6 +98,7 @@ class LockManager implements Locks {
       inbox,
       keeper: new QueueKeeper(backend, inbox, settings.tuning),
       held: new LinkedSet<Lease>(),
+      lastMade: new LastMade(),
       leaving: new Set<Promise<unknown>>(),
       isClosed: () => this.#closed,
       assertOpen: () => this.#assertOpen(),
@@ -252,6 +254,7 @@ class LockManager implements Locks {
     this.#ctx.keeper?.close();
     await this.#ctx.inbox.close();
     await this.#ctx.backend.close();
+    ctx.lastMade.clear();
   }
 
   #assertOpen(): void {

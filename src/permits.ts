@@ -104,6 +104,7 @@ export class Permits {
       return null;
     }
     const waiter = new Waiter(ctx, { keys, member: ctx.nextMember(), token, ttl, renew, strategy, started, deadline: started + wait, state: 'active' });
+    ctx.lastMade.waiter = waiter;
     waiter.listenTo(signal, (reason) => waiter.requestStop(reason));
     this.#waiters.add(waiter);
     try {
@@ -128,6 +129,7 @@ export class Permits {
   #lease(keys: LockKeys, token: string, ttl: number, renew: RenewOptions | undefined, grant: Grant): Lease {
     const ctx = this.#ctx;
     const lease = new Lease(ctx.leaseContext, keys, token, grant.fence, ttl, grant.sentAt, renew, grant.replicated);
+    ctx.lastMade.lease = lease;
     ctx.held.add(lease);
     if (renew) lease.watchExpiry();
     if (ctx.isClosed()) void lease.release().catch(() => {});

@@ -49,6 +49,10 @@ export function scriptSender(client: SendsCommands): ScriptSender | undefined {
   const Built = commandClass(client);
   if (!Built) return undefined;
   const send = client.sendCommand.bind(client) as unknown as (command: CommandLike) => Promise<unknown>;
+  // The last command sent, kept until the next: with none alive at a full GC, V8 would drop the
+  // shapes ioredis's Command objects take and throw away the optimized code of ioredis's send and
+  // reply path that embeds them (see manager/last-made.ts).
+  const kept: { last: CommandLike | undefined } = { last: undefined };
   return (name, script, keys, args) => {
     if (builtOtherwise(client)) return client[name](script, keys.length, keys, args);
     const command = new Built(name, NO_ARGS, UTF8);
@@ -57,6 +61,7 @@ export function scriptSender(client: SendsCommands): ScriptSender | undefined {
     for (let i = 0; i < keys.length; i++) all.push(keys[i]);
     for (let i = 0; i < args.length; i++) all.push(args[i]);
     command.args = all;
+    kept.last = command;
     return send(command);
   };
 }

@@ -43,6 +43,13 @@ export interface KeptWaiter extends KeptEntry {
 const wakeUps = new Deadlines();
 
 /**
+ * The last wake-up made, kept until the next: with none alive at a full GC, V8 would drop the
+ * shapes it takes on the timer's list and the optimized code that embeds them (see
+ * manager/last-made.ts).
+ */
+const lastMade: { wakeUp: object | undefined } = { wakeUp: undefined };
+
+/**
  * Sleeps `waiter` up to `ms` (its holder's TTL, or its deadline), kept by `keeper`, which may move
  * that wake-up to a later holder's TTL or wake it at once (see {@link QueueKeeper}). Its `wake`
  * ends the sleep as any sleep's does; nothing is left watched, whichever way it ends. `at`: the
@@ -60,6 +67,7 @@ export function sleepKept(keeper: QueueKeeper, waiter: KeptWaiter, ms: number, a
     // Its entry on wakeUps: `at` moves with each `rearm` (watched again: a later `at` stays in
     // place, and the timer looks at it again when it fires for the earlier one).
     const wakeUp = { at: Infinity, expire: done };
+    lastMade.wakeUp = wakeUp;
     const arm = (delay: number, from: number = now()): void => {
       wakeUp.at = Math.min(from + Math.max(0, delay), waiter.deadline);
       wakeUps.watch(wakeUp);
