@@ -152,14 +152,16 @@ describe('Redis Cluster', () => {
     const [victim, names] = [...byMaster.entries()][0]!;
     const all = [...byMaster.values()].flat();
     const [a, b] = [manager({ prefix }), manager({ prefix, recheck: 60_000 })];
-    // Renewed every 200 ms: several renewals fall during and after the failover.
-    const leases: Lease[] = await Promise.all(all.map((name) => a.acquire(name, { ttl: 600, renew: true })));
+    // Renewed every 667 ms: several renewals fall during and after the failover. A graceful
+    // failover holds the victim's writes until the replica took over: under CI's load that took
+    // longer than a 600 ms TTL once (every lease lost), so the TTL leaves it 2 s.
+    const leases: Lease[] = await Promise.all(all.map((name) => a.acquire(name, { ttl: 2000, renew: true })));
     const waiting = b.acquire(names[0]!, { wait: 20_000 });
 
     const promoted = await cluster.failover(victim); // CLUSTER FAILOVER on its replica: no write lost
     expect(promoted).not.toBe(victim);
     // Past two TTLs after the failover: only renewals (on the new master, for the victim's keys) keep the leases.
-    await new Promise((r) => setTimeout(r, 1300));
+    await new Promise((r) => setTimeout(r, 4100));
     expect(leases.filter((lease) => !lease.held).map((lease) => lease.key)).toEqual([]);
     const stolen = await Promise.all(names.slice(1).map((name) => b.tryAcquire(name)));
     expect(stolen.every((s) => s === null)).toBe(true);
