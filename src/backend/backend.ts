@@ -73,6 +73,12 @@ export interface ExtendItem {
  */
 export type ExtendManyReply = readonly (OwnershipReply | Error)[];
 
+/**
+ * Given part of a batch's replies as soon as they come ({@link Backend.extendMany} on a Cluster
+ * client: one slot's): `indices` into the batch, and their replies in that order.
+ */
+export type ExtendManyPart = (indices: readonly number[], replies: ExtendManyReply) => void;
+
 /** What a release found: released (freed, or granted to a queued waiter of another manager), handed off, or not held. */
 export type ReleaseReply = 'ok' | 'gone' | 'taken' | { readonly handedOff: number };
 
@@ -184,8 +190,12 @@ export interface Backend {
    * waits for its replicas). The memory
    * backend implements it; Redlock and compat mode do not. Where it is missing or undefined,
    * leases are extended one a call, still on the manager's one renewal timer.
+   *
+   * `onPart` (a Cluster client) is given each slot's replies as they come, before the batch
+   * resolves: a master slower than a lease's validity then loses its own leases only, not those of
+   * the masters that answered.
    */
-  extendMany?(items: readonly ExtendItem[]): Promise<ExtendManyReply | undefined>;
+  extendMany?(items: readonly ExtendItem[], onPart?: ExtendManyPart): Promise<ExtendManyReply | undefined>;
   /**
    * Optional (one Redis or a Cluster client): for waiters of one manager queued for locks (not
    * semaphores) and asleep, refreshes each one's queue entry for `entryTtl` ms, as an attempt that

@@ -21,7 +21,7 @@ import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import { runScript } from '../lua/run-script.js';
 import { keepQueuedScript } from '../lua/scripts.generated.js';
-import type { ExtendItem, ExtendManyReply, KeepReply, KeptEntry, OwnershipReply } from './backend.js';
+import type { ExtendItem, ExtendManyPart, ExtendManyReply, KeepReply, KeptEntry, OwnershipReply } from './backend.js';
 import { FALLBACK_AFTER } from './cluster-migration.js';
 import { extendManyOn, indicesBy } from './extend-many.js';
 import { keepQueuedCall, keepReplies } from './redis-calls.js';
@@ -35,9 +35,10 @@ const asError = (error: unknown): Error => (error instanceof Error ? error : new
  * Renews `items` on a Cluster client, one extend-many.lua call per slot (see above); `alone`
  * extends one lease by itself (Backend.extend). Resolves to one reply per item, in order; a group
  * that failed gives each of its leases the error (each is retried by the watchdog's rules).
+ * `onPart` is given each group's replies as they come.
  */
-export async function extendManyBySlot(client: ScriptClient, items: readonly ExtendItem[], alone: (item: ExtendItem) => Promise<OwnershipReply>): Promise<ExtendManyReply> {
-  return perSlot(items, (group) => groupOrAlone(client, group, alone));
+export async function extendManyBySlot(client: ScriptClient, items: readonly ExtendItem[], alone: (item: ExtendItem) => Promise<OwnershipReply>, onPart?: ExtendManyPart): Promise<ExtendManyReply> {
+  return perSlot(items, (group) => groupOrAlone(client, group, alone), onPart);
 }
 
 /**
@@ -68,12 +69,22 @@ export function keepQueuedBySlot(client: ScriptClient, waiters: readonly KeptEnt
   );
 }
 
-/** `items` grouped by their lock key's slot, `run` once per group (together), the replies put back in order. */
-async function perSlot<I extends { readonly keys: { readonly lock: string } }, R>(items: readonly I[], run: (group: I[]) => Promise<readonly R[]>): Promise<R[]> {
+/**
+ * `items` grouped by their lock key's slot, `run` once per group (together), the replies put back
+ * in order; `onPart` sees each group's as they come.
+ */
+async function perSlot<I extends { readonly keys: { readonly lock: string } }, R>(
+  items: readonly I[],
+  run: (group: I[]) => Promise<readonly R[]>,
+  onPart?: (indices: readonly number[], replies: readonly R[]) => void,
+): Promise<R[]> {
   const replies = new Array<R>(items.length);
   await Promise.all(
     [...indicesBy(items, (item) => slotOf(item.keys.lock))].map((indices) =>
-      run(indices.map((i) => items[i]!)).then((got) => indices.forEach((i, j) => (replies[i] = got[j]!))),
+      run(indices.map((i) => items[i]!)).then((got) => {
+        indices.forEach((i, j) => (replies[i] = got[j]!));
+        onPart?.(indices, got);
+      }),
     ),
   );
   return replies;

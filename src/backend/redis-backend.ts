@@ -281,11 +281,11 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       }
       return result;
     },
-    async extendMany(items) {
+    async extendMany(items, onPart) {
       // Not with replica acknowledgement (each extend waits for its replicas); on a Cluster client, one call per slot.
       if (replication) return undefined;
       const client = ready ?? (await connect());
-      return client.cluster ? extendManyBySlot(client, items, (item) => backend.extend(item.keys, item.token, item.ttl)) : extendManyOn(client, items);
+      return client.cluster ? extendManyBySlot(client, items, (item) => backend.extend(item.keys, item.token, item.ttl), onPart) : extendManyOn(client, items);
     },
     acquireWith(call) {
       // No async function and no await on the hot path: one promise per node, and the reply's parse.

@@ -20,7 +20,7 @@
  * `extendMany` resolves to undefined) and semaphore permits are renewed one lease a call, on the
  * same timer. A Cluster client batches per slot (see cluster-batches.ts).
  */
-import { MAX_BATCH, type Backend, type ExtendManyReply } from '../backend/backend.js';
+import { MAX_BATCH, type Backend, type ExtendManyReply, type OwnershipReply } from '../backend/backend.js';
 import { now } from '../clock.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import { RenewalQueue } from './renewal-queue.js';
@@ -91,14 +91,27 @@ export class Renewals {
   #send(batch: readonly Watchdog[]): void {
     const sentAt = now();
     this.#touchHolder?.();
+    /** The leases whose renewal is still waited for. */
+    const open = new Set(batch);
+    /** Per lease, true once its reply was handled (a part of the batch that came first: a Cluster slot's). */
+    const answered = new Array<boolean>(batch.length).fill(false);
+    const take = (i: number, reply: OwnershipReply | Error, at: number): void => {
+      const w = batch[i]!;
+      answered[i] = true;
+      if (open.delete(w)) w.replied(sentAt, reply, at);
+      // Settled when its validity ran out: only a key the batch extended is given back.
+      else w.lease.renewed(sentAt, reply, true)?.catch(() => {});
+    };
     let call: Promise<ExtendManyReply | undefined>;
     try {
-      call = this.#backend.extendMany!(batch); // each watchdog is its lease's ExtendItem
+      // Each watchdog is its lease's ExtendItem; a Cluster slot's replies are taken as they come.
+      call = this.#backend.extendMany!(batch, (indices, replies) => {
+        const at = now();
+        indices.forEach((i, j) => take(i, replies[j] ?? new Error('no reply for this lease'), at));
+      });
     } catch (error) {
       call = Promise.reject(error);
     }
-    /** The leases whose renewal is still waited for. */
-    const open = new Set(batch);
     let deadline: Deadline | undefined;
     const watch = (): void => {
       let at = Infinity;
@@ -129,12 +142,7 @@ export class Renewals {
           return;
         }
         const at = now(); // once for the batch: its leases are handled in one go
-        batch.forEach((w, i) => {
-          const reply = replies[i] ?? new Error('no reply for this lease');
-          if (open.has(w)) w.replied(sentAt, reply, at);
-          // Settled when its validity ran out: only a key the batch extended is given back.
-          else w.lease.renewed(sentAt, reply, true)?.catch(() => {});
-        });
+        for (let i = 0; i < batch.length; i++) if (!answered[i]) take(i, replies[i] ?? new Error('no reply for this lease'), at);
       },
       (error: unknown) => {
         if (deadline) inFlight.delete(deadline);

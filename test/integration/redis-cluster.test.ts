@@ -126,6 +126,26 @@ describe('Redis Cluster', () => {
     await Promise.all(leases.slice(1).map((lease) => lease.release()));
   });
 
+  it('a master that holds its writes past the TTL loses its own renewed leases only: the other masters\' leases stay held and renewed', async () => {
+    const prefix = uniquePrefix();
+    const byMaster = await namesByMaster(prefix, 30);
+    const [victim, names] = [...byMaster.entries()][0]!;
+    const all = [...byMaster.values()].flat();
+    const a = manager({ prefix });
+    // One renewal batch for all of them (acquired together, one TTL), one call per slot.
+    const leases = await Promise.all(all.map((name) => a.acquire(name, { ttl: 600, renew: true })));
+    const onVictim = leases.filter((lease) => names.includes(lease.key));
+    const others = leases.filter((lease) => !names.includes(lease.key));
+    // Writes (the renewals' scripts) held on one master for 1.5 s, its cluster bus untouched: no failover.
+    await victim.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+    await expect.poll(() => onVictim.filter((lease) => lease.state !== 'lost').length, { timeout: 5000, interval: 10 }).toBe(0);
+    expect(others.filter((lease) => lease.state !== 'held').map((lease) => lease.key)).toEqual([]);
+    // Past the pause and two TTLs more: the others are still held, renewed all along.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(others.filter((lease) => lease.state !== 'held').map((lease) => lease.key)).toEqual([]);
+    await Promise.all(others.map((lease) => lease.release()));
+  });
+
   it('keeps waiters on locks that share a slot queued with one call per recheck, and no attempt of their own; the releases grant them the locks', async () => {
     const prefix = uniquePrefix();
     const names = inOneSlot(prefix, 3);
