@@ -95,8 +95,9 @@ export class Renewals {
     const open = new Set(batch);
     /** Per lease, true once its reply was handled (a part of the batch that came first: a Cluster slot's). */
     const answered = new Array<boolean>(batch.length).fill(false);
-    const take = (i: number, reply: OwnershipReply | Error, at: number): void => {
+    const take = (i: number, got: OwnershipReply | Error | undefined, at: number): void => {
       const w = batch[i]!;
+      const reply = got ?? new Error('no reply for this lease');
       answered[i] = true;
       if (open.delete(w)) w.replied(sentAt, reply, at);
       // Settled when its validity ran out: only a key the batch extended is given back.
@@ -107,7 +108,7 @@ export class Renewals {
       // Each watchdog is its lease's ExtendItem; a Cluster slot's replies are taken as they come.
       call = this.#backend.extendMany!(batch, (indices, replies) => {
         const at = now();
-        indices.forEach((i, j) => take(i, replies[j] ?? new Error('no reply for this lease'), at));
+        indices.forEach((i, j) => take(i, replies[j], at));
       });
     } catch (error) {
       call = Promise.reject(error);
@@ -142,7 +143,7 @@ export class Renewals {
           return;
         }
         const at = now(); // once for the batch: its leases are handled in one go
-        for (let i = 0; i < batch.length; i++) if (!answered[i]) take(i, replies[i] ?? new Error('no reply for this lease'), at);
+        for (let i = 0; i < batch.length; i++) if (!answered[i]) take(i, replies[i], at);
       },
       (error: unknown) => {
         if (deadline) inFlight.delete(deadline);
