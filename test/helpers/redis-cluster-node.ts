@@ -144,6 +144,11 @@ export class ClusterNode {
     return command(this.port, args);
   }
 
+  /** As {@link call}, for a command that may wait on the node (a write while it is paused) up to `timeoutMs`. */
+  callWithin(timeoutMs: number, ...args: Array<string | number>): Promise<unknown> {
+    return command(this.port, args, timeoutMs);
+  }
+
   /** SIGKILL: the node dies at once. With replicas, its replica takes over after ~1-2 s (node timeout 1000 ms). */
   async kill(): Promise<void> {
     this.resume();

@@ -6,7 +6,7 @@
 import slotOf from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Lease, type Locks } from '../../src/index.js';
+import { type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendManyScript, extendScript, keepQueuedScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
@@ -23,7 +23,7 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-function manager(settings: { prefix: string; recheck?: number; hooks?: { renewed?: () => void } }): Locks {
+function manager(settings: { prefix: string; recheck?: number; hooks?: { renewed?: (event: RenewedEvent) => void } }): Locks {
   const client = new Cluster(cluster.startupNodes);
   return managerOver(cleanup, [client], { ...settings, redis: client });
 }
@@ -131,7 +131,8 @@ describe('Redis Cluster', () => {
     const byMaster = await namesByMaster(prefix, 30);
     const [victim, names] = [...byMaster.entries()][0]!;
     const all = [...byMaster.values()].flat();
-    const a = manager({ prefix });
+    const renewals = new Map<string, number>();
+    const a = manager({ prefix, hooks: { renewed: (event) => renewals.set(event.key, (renewals.get(event.key) ?? 0) + 1) } });
     // One renewal batch for all of them (acquired together, one TTL), one call per slot.
     const leases = await Promise.all(all.map((name) => a.acquire(name, { ttl: 600, renew: true })));
     const onVictim = leases.filter((lease) => names.includes(lease.key));
@@ -140,8 +141,12 @@ describe('Redis Cluster', () => {
     await victim.call('CLIENT', 'PAUSE', '1500', 'WRITE');
     await expect.poll(() => onVictim.filter((lease) => lease.state !== 'lost').length, { timeout: 5000, interval: 10 }).toBe(0);
     expect(others.filter((lease) => lease.state !== 'held').map((lease) => lease.key)).toEqual([]);
-    // Past the pause and two TTLs more: the others are still held, renewed all along.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The pause's end, awaited: the paused master answers a PUBLISH (a write) once it is over.
+    await victim.callWithin(5000, 'PUBLISH', `${prefix}pause-probe`, '');
+    // Then two TTLs' worth of renewals more (three a TTL) for each of the others: still held, renewed all along.
+    const after = new Map(renewals);
+    const short = () => others.filter((lease) => (renewals.get(lease.key) ?? 0) < (after.get(lease.key) ?? 0) + 6).length;
+    await expect.poll(short, { timeout: 10_000, interval: 20 }).toBe(0);
     expect(others.filter((lease) => lease.state !== 'held').map((lease) => lease.key)).toEqual([]);
     await Promise.all(others.map((lease) => lease.release()));
   });
