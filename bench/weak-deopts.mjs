@@ -21,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { clientsLine, importIoredis } from './lib/clients.mjs';
 import { startRedisServer } from './lib/redis-server.mjs';
+import { median } from './lib/stats.mjs';
 
 const PAIRS = Number(process.env.PAIRS || 60_000);
 const GC_EVERY = Number(process.env.GC_EVERY || 10_000);
@@ -93,7 +94,6 @@ function runCase(kind, port, build) {
 
 // Node's own functions (its promise and iterator internals) are not latchkey's to keep.
 const NODE_INTERNALS = new Set(['processPromiseRejections', 'SafeIterator', 'next', 'processTicksAndRejections', 'nextTick']);
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 const builds = (process.env.DEOPT_BUILDS ? process.env.DEOPT_BUILDS.split(',') : [new URL('../dist/index.js', import.meta.url).href]).map((b) =>
   b.startsWith('file:') ? b : pathToFileURL(path.resolve(b)).href,

@@ -28,6 +28,22 @@ function manager(settings: { prefix: string; recheck?: number; hooks?: { renewed
   return managerOver(cleanup, [client], { ...settings, redis: client });
 }
 
+/**
+ * Counts renewals per lock name (give `renewed` to a manager's hooks); `more(leases, n)` waits until
+ * each of `leases` was renewed `n` times more than when it was called.
+ */
+function renewalCounts(): { renewed: (event: RenewedEvent) => void; more: (leases: readonly Lease[], n: number, timeout: number) => Promise<void> } {
+  const counts = new Map<string, number>();
+  return {
+    renewed: (event) => counts.set(event.key, (counts.get(event.key) ?? 0) + 1),
+    async more(leases, n, timeout) {
+      const from = new Map(counts);
+      const short = () => leases.filter((lease) => (counts.get(lease.key) ?? 0) < (from.get(lease.key) ?? 0) + n).length;
+      await expect.poll(short, { timeout, interval: 20 }).toBe(0);
+    },
+  };
+}
+
 /** Lock names grouped by the master that serves their keys. */
 async function namesByMaster(prefix: string, count: number): Promise<Map<ClusterNode, string[]>> {
   const byMaster = new Map<ClusterNode, string[]>();
@@ -131,8 +147,8 @@ describe('Redis Cluster', () => {
     const byMaster = await namesByMaster(prefix, 30);
     const [victim, names] = [...byMaster.entries()][0]!;
     const all = [...byMaster.values()].flat();
-    const renewals = new Map<string, number>();
-    const a = manager({ prefix, hooks: { renewed: (event) => renewals.set(event.key, (renewals.get(event.key) ?? 0) + 1) } });
+    const renewals = renewalCounts();
+    const a = manager({ prefix, hooks: { renewed: renewals.renewed } });
     // One renewal batch for all of them (acquired together, one TTL), one call per slot.
     const leases = await Promise.all(all.map((name) => a.acquire(name, { ttl: 600, renew: true })));
     const onVictim = leases.filter((lease) => names.includes(lease.key));
@@ -144,9 +160,7 @@ describe('Redis Cluster', () => {
     // The pause's end, awaited: the paused master answers a PUBLISH (a write) once it is over.
     await victim.callWithin(5000, 'PUBLISH', `${prefix}pause-probe`, '');
     // Then two TTLs' worth of renewals more (three a TTL) for each of the others: still held, renewed all along.
-    const after = new Map(renewals);
-    const short = () => others.filter((lease) => (renewals.get(lease.key) ?? 0) < (after.get(lease.key) ?? 0) + 6).length;
-    await expect.poll(short, { timeout: 10_000, interval: 20 }).toBe(0);
+    await renewals.more(others, 6, 10_000);
     expect(others.filter((lease) => lease.state !== 'held').map((lease) => lease.key)).toEqual([]);
     await Promise.all(others.map((lease) => lease.release()));
   });
@@ -176,7 +190,8 @@ describe('Redis Cluster', () => {
     const byMaster = await namesByMaster(prefix, 30);
     const [victim, names] = [...byMaster.entries()][0]!;
     const all = [...byMaster.values()].flat();
-    const [a, b] = [manager({ prefix }), manager({ prefix, recheck: 60_000 })];
+    const renewals = renewalCounts();
+    const [a, b] = [manager({ prefix, hooks: { renewed: renewals.renewed } }), manager({ prefix, recheck: 60_000 })];
     // Renewed every 667 ms: several renewals fall during and after the failover. A graceful
     // failover holds the victim's writes until the replica took over: under CI's load that took
     // longer than a 600 ms TTL once (every lease lost), so the TTL leaves it 2 s.
@@ -185,8 +200,9 @@ describe('Redis Cluster', () => {
 
     const promoted = await cluster.failover(victim); // CLUSTER FAILOVER on its replica: no write lost
     expect(promoted).not.toBe(victim);
-    // Past two TTLs after the failover: only renewals (on the new master, for the victim's keys) keep the leases.
-    await new Promise((r) => setTimeout(r, 4100));
+    // Two TTLs' worth of renewals (three a TTL) of every lease after the failover: only renewals (on
+    // the new master, for the victim's keys) keep the leases.
+    await renewals.more(leases, 6, 15_000);
     expect(leases.filter((lease) => !lease.held).map((lease) => lease.key)).toEqual([]);
     const stolen = await Promise.all(names.slice(1).map((name) => b.tryAcquire(name)));
     expect(stolen.every((s) => s === null)).toBe(true);
