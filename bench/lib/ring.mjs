@@ -133,6 +133,65 @@ export async function joinQueue(client, i) {
 }
 
 /**
+ * The smallest fair lock with latchkey's guarantees (bench/ring.mjs's `fenced` row): the queue
+ * lock above, plus what latchkey promises and the queue lock does not, at the least each can
+ * cost. A fence on every acquisition, from the server's clock (TIME, and the counter written and
+ * its last value read in one SET ... GET, written again in the rare case the clock did not pass
+ * it), so it stays monotonic when the counter is lost; random tokens, checked on release; and a
+ * waiter whose process is gone is passed over (PUBLISH says nobody heard the grant), so a dead
+ * process never keeps the lock from the living. Each list entry is "<inbox> <token>": what the
+ * grant needs, in the one command that pops it. Left out, as not on the hand-off's path: queue
+ * entries that expire on their own, a waiter that leaves the queue (an abort), a holder's name.
+ * A grant runs 6 commands (latchkey's release.lua 9), a join 2 (latchkey's acquire.lua 8).
+ */
+export const FENCED_ACQUIRE = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 10000) then
+  local now = redis.call('TIME')
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('SET', KEYS[2], fence, 'PX', 86410000, 'GET') or '')
+  if last and last >= fence then fence = last + 1 redis.call('SET', KEYS[2], fence, 'PX', 86410000) end
+  return fence
+end
+redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1])
+return 0`;
+export const FENCED_RELEASE = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for _ = 1, 100 do
+  local entry = redis.call('LPOP', KEYS[3])
+  if not entry then break end
+  local inbox, token = string.match(entry, '^(%S+) (%S+)$')
+  local now = redis.call('TIME')
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('SET', KEYS[2], fence, 'PX', 86410000, 'GET') or '')
+  if last and last >= fence then fence = last + 1 redis.call('SET', KEYS[2], fence, 'PX', 86410000) end
+  redis.call('SET', KEYS[1], token, 'PX', 10000)
+  if redis.call('PUBLISH', ARGV[2] .. inbox, string.format('%.0f', fence)) > 0 then return 2 end
+end
+redis.call('DEL', KEYS[1])
+return 1`;
+
+/**
+ * Joins the fenced queue lock as process `i` on the ioredis `client`, as joinQueue does: a new
+ * random token per acquisition (as latchkey's), its grants heard on "fenced:inbox:p<i>".
+ */
+export async function joinFencedQueue(client, i) {
+  client.defineCommand('fencedAcquire', { numberOfKeys: 3, lua: FENCED_ACQUIRE });
+  client.defineCommand('fencedRelease', { numberOfKeys: 3, lua: FENCED_RELEASE });
+  await client.ping();
+  const keys = ['fenced', 'fenced:fence', 'fenced:queue'];
+  const inbox = await grantInbox(client, `fenced:inbox:p${i}`);
+  let token;
+  return {
+    acquire: async () => {
+      token = randomBytes(16).toString('hex');
+      if ((await client.fencedAcquire(...keys, token, `p${i}`)) !== 0) return;
+      const granted = inbox.next();
+      if (granted) await granted;
+    },
+    release: () => client.fencedRelease(...keys, token, 'fenced:inbox:'),
+    leave: () => inbox.close(),
+  };
+}
+
+/**
  * A process's grants on `channel`, heard on a duplicate of the ioredis `client`: `next()` takes
  * the grant that arrived already (a grant may arrive before the reply that queued the process:
  * two connections) and returns undefined, or returns a promise of the next one; `close()`
