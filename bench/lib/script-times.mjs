@@ -7,7 +7,7 @@
 // included.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { PASS_ON, QUEUE_ACQUIRE, QUEUE_RELEASE } from './ring.mjs';
+import { FENCED_ACQUIRE, FENCED_RELEASE, PASS_ON, QUEUE_ACQUIRE, QUEUE_RELEASE } from './ring.mjs';
 import { percentile, sorted } from './stats.mjs';
 
 const sha1 = (text) => createHash('sha1').update(text).digest('hex');
@@ -19,6 +19,8 @@ function scriptNames() {
     [sha1(PASS_ON), 'pass-on'],
     [sha1(QUEUE_ACQUIRE), 'queue acquire'],
     [sha1(QUEUE_RELEASE), 'queue release'],
+    [sha1(FENCED_ACQUIRE), 'fenced acquire'],
+    [sha1(FENCED_RELEASE), 'fenced release'],
   ]);
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) names.set(sha1(readFileSync(new URL(file, dir), 'utf8')), file);
   return names;
