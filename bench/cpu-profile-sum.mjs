@@ -8,7 +8,7 @@
 //     PASSES=1 BENCH_SECONDS=4 RING_WITH=latchkey/default node bench/ring.mjs
 //   node bench/cpu-profile-sum.mjs /tmp/prof [top]   (top: functions listed per row, default 20)
 // The profiles are grouped by start time, 8 per row (ring.mjs's processes), in the order the rows
-// ran: ring, queue, scripts, then RING_WITH's. Add `--no-opt` to RING_NODE_ARGS to see the code V8
+// ran: ring, queue, fenced, scripts, then RING_WITH's. Add `--no-opt` to RING_NODE_ARGS to see the code V8
 // runs before it optimizes anything (a process's first seconds, taken to the extreme).
 import fs from 'node:fs';
 import path from 'node:path';

@@ -72,7 +72,7 @@ const STEADY_MS = 1000 * Number(process.env.RING_STEADY ?? 60);
 // release is answered, costs the hand-off under way; the ring has none, every other row one).
 // `RING_WITH=scripts@` (no path: the same release.lua) puts such a row beside the unchanged one.
 const REJOIN_MS = Number(process.env.SCRIPTS_REJOIN_MS || 0);
-// The floors' workers (ring, queue, scripts) run with two V8 flags: they allocate so little that,
+// The floors' workers (ring, queue, fenced, scripts) run with two V8 flags: they allocate so little that,
 // by default, V8 takes them for idle processes: its memory reducer shrinks their heaps, from about
 // 8 s after their first full GC, with mark-compacts of 10-30 ms each (2-3 per process in the
 // steady window, the ring's workers only: `RING_NODE_ARGS=--trace-gc`, stop 40), and their young
