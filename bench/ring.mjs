@@ -15,8 +15,8 @@
 // process is gone passed over; a grant of 6 Redis commands, a join of 2): the floor the goal's
 // ratio can be held to once those guarantees are kept, and the `p50 / fenced` column.
 // And `scripts`: latchkey's own acquire.lua and release.lua called straight through ioredis, with
-// nothing around them (lib/ring.mjs, joinScripts): the floor of a lock with latchkey's guarantees
-// (a fence that survives data loss, queue entries that expire with their process).
+// nothing around them (lib/ring.mjs, joinScripts): the floor of latchkey itself, whose hand-off
+// can be no faster than its scripts' (`fenced` is the floor of any lock with its guarantees).
 //
 // Next to it, in the same run (passes alternating, PASSES each, default 2), the same loop with
 // latchkey and the peers through their bench adapters (RING_WITH, default: every library's
