@@ -82,7 +82,9 @@ const REJOIN_MS = Number(process.env.SCRIPTS_REJOIN_MS || 0);
 // run as users run them; a floor can only get faster. RING_FLOOR_ARGS="<flags>" replaces the two
 // ("" for none: the floors as before stop 40).
 const FLOOR_NODE_ARGS = (process.env.RING_FLOOR_ARGS ?? '--no-memory-reducer --min-semi-space-size=16').split(' ').filter(Boolean);
-const isFloor = (kind) => kind === 'ring' || kind === 'queue' || kind === 'fenced' || kind === 'scripts' || kind.startsWith('scripts@');
+// The floors' rows, in the order they run, before RING_WITH's; "scripts@<path>" is a scripts row too.
+const FLOORS = ['ring', 'queue', 'fenced', 'scripts'];
+const isFloor = (kind) => FLOORS.includes(kind) || kind.startsWith('scripts@');
 const RING_WITH = (
   process.env.RING_WITH ||
   'latchkey/default,redlock-v4/default,redlock-v5/default,sesamecare-redlock/default,redlock-universal/default,redis-semaphore/default,simple-redis-mutex/default'
@@ -122,7 +124,7 @@ if (process.argv[2] === '--worker') {
     })();
     // Process 0 starts the ring once every process listens (the parent says so).
     if (i === 0) process.once('message', () => void ring.start());
-  } else if (kind === 'queue' || kind === 'fenced' || kind === 'scripts' || kind.startsWith('scripts@')) {
+  } else if (isFloor(kind)) {
     // "scripts@<path>": the scripts row with another release.lua (to compare a change to it in the
     // same run); "scripts@": the same release.lua (with SCRIPTS_REJOIN_MS, the re-join delayed).
     const join = { queue: joinQueue, fenced: joinFencedQueue }[kind] ?? joinScripts;
@@ -182,7 +184,7 @@ if (process.argv[2] === '--worker') {
   const { Redis } = await importIoredis();
   const stats = new Redis(server.port, '127.0.0.1');
   const here = fileURLToPath(import.meta.url);
-  const results = Object.fromEntries(['ring', 'queue', 'fenced', 'scripts', ...RING_WITH].map((kind) => [kind, []]));
+  const results = Object.fromEntries([...FLOORS, ...RING_WITH].map((kind) => [kind, []]));
   const times = process.env.RING_SERVER_TIMES ? await scriptTimes(stats) : undefined;
   try {
     for (let pass = 0; pass < PASSES; pass++) {

@@ -144,26 +144,26 @@ export async function joinQueue(client, i) {
  * entries that expire on their own, a waiter that leaves the queue (an abort), a holder's name.
  * A grant runs 6 commands (latchkey's release.lua 9), a join 2 (latchkey's acquire.lua 8).
  */
+// The fence, in both scripts: the server's clock in µs, or the last fence + 1 if the clock did not
+// pass it; the counter written and its last value read in one call. Leaves it in `fence`.
+const ISSUE_FENCE = `local now = redis.call('TIME')
+local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local last = tonumber(redis.call('SET', KEYS[2], fence, 'PX', 86410000, 'GET') or '')
+if last and last >= fence then fence = last + 1 redis.call('SET', KEYS[2], fence, 'PX', 86410000) end`;
 export const FENCED_ACQUIRE = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', 10000) then
-  local now = redis.call('TIME')
-  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('SET', KEYS[2], fence, 'PX', 86410000, 'GET') or '')
-  if last and last >= fence then fence = last + 1 redis.call('SET', KEYS[2], fence, 'PX', 86410000) end
-  return fence
+${ISSUE_FENCE}
+return fence
 end
 redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1])
 return 0`;
 export const FENCED_RELEASE = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 for _ = 1, 100 do
-  local entry = redis.call('LPOP', KEYS[3])
-  if not entry then break end
-  local inbox, token = string.match(entry, '^(%S+) (%S+)$')
-  local now = redis.call('TIME')
-  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('SET', KEYS[2], fence, 'PX', 86410000, 'GET') or '')
-  if last and last >= fence then fence = last + 1 redis.call('SET', KEYS[2], fence, 'PX', 86410000) end
-  redis.call('SET', KEYS[1], token, 'PX', 10000)
-  if redis.call('PUBLISH', ARGV[2] .. inbox, string.format('%.0f', fence)) > 0 then return 2 end
+local entry = redis.call('LPOP', KEYS[3])
+if not entry then break end
+local inbox, token = string.match(entry, '^(%S+) (%S+)$')
+${ISSUE_FENCE}
+redis.call('SET', KEYS[1], token, 'PX', 10000)
+if redis.call('PUBLISH', ARGV[2] .. inbox, string.format('%.0f', fence)) > 0 then return 2 end
 end
 redis.call('DEL', KEYS[1])
 return 1`;

@@ -14,6 +14,7 @@ import { lockKeys } from '../../src/keys.js';
 import { extendManyScript } from '../../src/lua/scripts.generated.js';
 import { aborted } from '../contract/lock-contract.js';
 import { uniquePrefix } from '../helpers/harness.js';
+import { renewalCounts } from '../helpers/renewal-counts.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 /**
@@ -102,22 +103,6 @@ async function scriptCalls(client: Redis): Promise<number> {
   return calls('evalsha') + calls('eval');
 }
 
-/** Counts the renewals reported (`renewed`: the hook to give the manager); `reached(n)` resolves once `n` were. */
-function renewals(): { renewed: () => void; readonly seen: number; reached: (count: number) => Promise<void> } {
-  let seen = 0;
-  const waits: Array<[number, () => void]> = [];
-  return {
-    get seen() {
-      return seen;
-    },
-    renewed: () => {
-      seen++;
-      for (const [count, resolve] of waits) if (seen >= count) resolve();
-    },
-    reached: (count) => new Promise((resolve) => (seen >= count ? resolve() : waits.push([count, resolve]))),
-  };
-}
-
 /** Resolves once the manager's `renewFailed` hook reported each lease's loss (its renewal in flight settled with it). */
 function reportedLost(failures: RenewFailedEvent[], leases: readonly Lease[]): Promise<void> {
   return vi.waitFor(() => {
@@ -158,7 +143,7 @@ describe('batched watchdog renewals on one Redis', () => {
     const s = await server();
     const r = raw(s);
     const prefix = uniquePrefix();
-    const count = renewals();
+    const count = renewalCounts();
     const locks = await manager(s, { prefix, hooks: { renewed: count.renewed } });
     const TTL = 2000;
     const names = ['a', 'b', 'c', 'd', 'e', 'f'];
@@ -251,7 +236,7 @@ describe('batched watchdog renewals on one Redis', () => {
     const s = await server();
     const r = raw(s);
     const prefix = uniquePrefix();
-    const count = renewals();
+    const count = renewalCounts();
     const locks = await manager(s, { prefix, hooks: { renewed: count.renewed } });
     const lease = await locks.acquire('paused', { ttl: 3000, renew: { every: 100 } });
     // A first batch loads extend-many.lua: a batch that met NOSCRIPT would be sent again after the release.
@@ -271,7 +256,7 @@ describe('batched watchdog renewals on one Redis', () => {
     const r = raw(s);
     const prefix = uniquePrefix();
     const N = 1200;
-    const count = renewals();
+    const count = renewalCounts();
     const locks = await manager(s, { prefix, hooks: { renewed: count.renewed } });
     // Acquired within the first batch's window (a quarter of `every`: 500 ms), so on one schedule.
     const leases = await Promise.all(Array.from({ length: N }, (_, i) => locks.acquire(`n${i}`, { ttl: 6000, renew: { every: 2000 } })));

@@ -10,6 +10,7 @@ import { type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendManyScript, extendScript, keepQueuedScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
+import { renewalCounts } from '../helpers/renewal-counts.js';
 import { RedisCluster, type ClusterNode } from '../helpers/redis-cluster.js';
 
 let cluster: RedisCluster;
@@ -26,22 +27,6 @@ afterAll(async () => {
 function manager(settings: { prefix: string; recheck?: number; hooks?: { renewed?: (event: RenewedEvent) => void } }): Locks {
   const client = new Cluster(cluster.startupNodes);
   return managerOver(cleanup, [client], { ...settings, redis: client });
-}
-
-/**
- * Counts renewals per lock name (give `renewed` to a manager's hooks); `more(leases, n)` waits until
- * each of `leases` was renewed `n` times more than when it was called.
- */
-function renewalCounts(): { renewed: (event: RenewedEvent) => void; more: (leases: readonly Lease[], n: number, timeout: number) => Promise<void> } {
-  const counts = new Map<string, number>();
-  return {
-    renewed: (event) => counts.set(event.key, (counts.get(event.key) ?? 0) + 1),
-    async more(leases, n, timeout) {
-      const from = new Map(counts);
-      const short = () => leases.filter((lease) => (counts.get(lease.key) ?? 0) < (from.get(lease.key) ?? 0) + n).length;
-      await expect.poll(short, { timeout, interval: 20 }).toBe(0);
-    },
-  };
 }
 
 /** Lock names grouped by the master that serves their keys. */
