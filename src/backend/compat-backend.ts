@@ -7,13 +7,11 @@ import {
   compatExtendScript,
   compatInspectScript,
   compatReleaseScript,
-  holderNameScript,
   leaveScript,
-  registerHolderScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
-import { readFenced, writeFenced } from './fenced-resource.js';
 import { openInbox, trackInboxes } from './inbox.js';
+import { oneClientCalls } from './one-client-calls.js';
 import { acquireReply, asSnapshot } from './redis-calls.js';
 
 /** The legacy lock formats `createLocks({ compat })` interoperates with. */
@@ -89,19 +87,7 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       const reply = await runScript(ready ?? (await connect()), leaveScript, [keys.owner, keys.queue, keys.alive], [member, token]);
       return asInteger(reply, leaveScript) === 1;
     },
-    async fencedWrite(resource, value, fence) {
-      return writeFenced(ready ?? (await connect()), resource, value, fence);
-    },
-    async fencedRead(resource) {
-      return readFenced(ready ?? (await connect()), resource);
-    },
-    async registerHolder(key, who, ttl) {
-      await runScript(ready ?? (await connect()), registerHolderScript, [key], [who, String(ttl)]);
-    },
-    async lookupHolder(key) {
-      const who = await runScript(ready ?? (await connect()), holderNameScript, [key], []);
-      return typeof who === 'string' ? who : null;
-    },
+    ...oneClientCalls(() => ready ?? connect()),
     async inspect(keys) {
       const reply = await runScript(
         ready ?? (await connect()),

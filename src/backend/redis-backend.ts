@@ -12,8 +12,6 @@ import {
   raiseFenceScript,
   releaseScript,
   releaseKeyScript,
-  registerHolderScript,
-  holderNameScript,
   markForcedScript,
   forcedTokenScript,
   inspectScript,
@@ -30,8 +28,8 @@ import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy
 import { extendManyBySlot, keepQueuedBySlot } from './cluster-batches.js';
 import { extendManyOn } from './extend-many.js';
 import { LateAcquires } from './late-acquires.js';
-import { readFenced, writeFenced } from './fenced-resource.js';
 import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
+import { oneClientCalls } from './one-client-calls.js';
 import { acquireCall, acquireReply, asSnapshot, keepQueuedCall, keepReplies, ownership, parseAcquire, parseRelease, parseSemaphoreRelease, parseWakeRelease, releaseArgs, type ScriptCall } from './redis-calls.js';
 
 const RETENTION = String(FENCE_RETENTION);
@@ -318,19 +316,7 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       };
       return ready ? run(ready) : connect().then(run);
     },
-    async fencedWrite(resource, value, fence) {
-      return writeFenced(ready ?? (await connect()), resource, value, fence);
-    },
-    async fencedRead(resource) {
-      return readFenced(ready ?? (await connect()), resource);
-    },
-    async registerHolder(key, who, ttl) {
-      await runScript(ready ?? (await connect()), registerHolderScript, [key], [who, String(ttl)]);
-    },
-    async lookupHolder(key) {
-      const who = await runScript(ready ?? (await connect()), holderNameScript, [key], []);
-      return typeof who === 'string' ? who : null;
-    },
+    ...oneClientCalls(() => ready ?? connect()),
     async markForced(keys, token, ttl) {
       await runScript(ready ?? (await connect()), markForcedScript, [keys.lock, forcedKey(keys)], [token, String(ttl)]);
     },
