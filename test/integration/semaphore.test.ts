@@ -3,13 +3,13 @@
  * holds between worker processes, a writer is never beside anyone, and a worker killed with
  * SIGKILL gives its permits back by their TTL.
  */
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocks } from '../../src/index.js';
 import { uniquePrefix } from '../helpers/harness.js';
+import { lineWorker, type LineWorker } from '../helpers/line-worker.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 const WORKER = new URL('../helpers/permit-worker.mjs', import.meta.url).pathname;
@@ -22,16 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => server.stop());
 
-function worker(args: string[]): { lines: string[]; done: Promise<void>; child: ReturnType<typeof spawn> } {
-  const child = spawn(process.execPath, [WORKER, url, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines: string[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
-  const done = once(child, 'exit').then(([code]) => {
-    if (code !== 0) throw new Error(`worker exited with ${String(code)}`);
-  });
-  done.catch(() => {}); // a worker killed on purpose is never awaited; the others are
-  return { lines, done, child };
-}
+const worker = (args: string[]): LineWorker => lineWorker(WORKER, [url, ...args]);
 
 describe('a semaphore shared by processes', () => {
   it('never has more than `limit` holders at once across 6 processes, and reaches the limit', async () => {
