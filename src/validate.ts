@@ -20,9 +20,11 @@ export function checkKey(key: unknown, option = 'key'): string {
   if (option !== 'resource' && key.length > MAX_NAME_BYTES / 3 && Buffer.byteLength(key, 'utf8') > MAX_NAME_BYTES) {
     throw new InvalidOptionError(option, `a lock name of at most ${MAX_NAME_BYTES} bytes of UTF-8`, key, `a string of ${Buffer.byteLength(key, 'utf8')} bytes`);
   }
-  if (option === 'key' && key.startsWith('}')) {
-    // The lock's keys are `<prefix>{<name>}…`: a name starting with "}" makes an empty hash tag,
-    // which would scatter them over Redis Cluster slots.
+  if (option !== 'resource' && key.startsWith('}')) {
+    // Every lock's keys (a semaphore's, a read-write lock's and a fair lock's too) are
+    // `<prefix>{<name>}…`: a name starting with "}" makes an empty hash tag, which would scatter
+    // them over Redis Cluster slots. Refused on every backend, so that a name that works on one
+    // Redis does not fail once the application moves to a Cluster.
     throw new InvalidOptionError(option, 'a lock name that does not start with "}"', key);
   }
   return key;

@@ -37,7 +37,19 @@ export function chooseBackend(o: Partial<LocksOptions>, prefix: string, onEvicti
   if (replication && o.redis === undefined && o.url === undefined) {
     throw new InvalidOptionError('replication', 'to be given only with "redis" or "url" (one primary with replicas)', o.replication);
   }
-  if (o.redis !== undefined) return redisBackend(adaptClient(o.redis), prefix, { replication, onEvictionPolicy: onEviction, server: addressOf(o.redis) });
+  if (o.redis !== undefined) {
+    const client = adaptClient(o.redis);
+    if (replication && client.cluster) {
+      // WAIT counts the replicas of the connection it is sent on; a Cluster client sends a keyless
+      // command to any node, not to the master of the lock's slot that took the write.
+      throw new InvalidOptionError(
+        'replication',
+        'a single primary with replicas (a client of one Redis, or "url"), not a Cluster client: latchkey cannot send WAIT to the master of each lock\'s slot, so it could not tell whether its replicas have the lease. Leave "replication" out on Cluster',
+        o.replication,
+      );
+    }
+    return redisBackend(client, prefix, { replication, onEvictionPolicy: onEviction, server: addressOf(o.redis) });
+  }
   if (o.url !== undefined) return redisBackend(connectChecked(o.url, 'url'), prefix, { replication, onEvictionPolicy: onEviction, server: addressOf(o.url) });
   if (o.redlock !== undefined) {
     const nodes = checkRedlockNodes(o.redlock);

@@ -1,5 +1,5 @@
 /** Every bad input gets an InvalidOptionError that names the option, what was expected and what was given. */
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createLocks, InvalidOptionError, MAX_TTL, type Locks } from '../../src/index.js';
 
@@ -36,13 +36,26 @@ describe('createLocks options', () => {
     redis.disconnect();
   });
 
+  it('refuses replica acknowledgement on a Cluster client, whose WAIT would reach any node', async () => {
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    await invalid(() => createLocks({ redis: cluster, replication: { replicas: 1 } }), 'replication', /not a Cluster client.*Leave "replication" out on Cluster/);
+    cluster.disconnect();
+  });
+
   it('refuses a URL that is not redis:// or rediss://', async () => {
     await invalid(() => createLocks({ url: 'http://localhost:6379' }), 'url', /redis:\/\/ or rediss:\/\//);
   });
 
-  it('refuses a lock name that would make an empty hash tag', async () => {
+  it('refuses a lock name that would make an empty hash tag, for every kind of lock', async () => {
     const locks = createLocks();
     await invalid(() => locks.acquire('}x'), 'key', /does not start with "\}"/);
+    await invalid(() => locks.tryAcquire('}x'), 'key', /does not start with "\}"/);
+    await invalid(() => locks.acquireAll(['a', '}x']), 'key', /does not start with "\}"/);
+    await invalid(() => locks.semaphore('}x', { limit: 2 }), 'name', /does not start with "\}"/);
+    await invalid(() => locks.readWriteLock('}x'), 'name', /does not start with "\}"/);
+    await invalid(() => locks.fairLock('}x'), 'name', /does not start with "\}"/);
+    // A resource of fencedWrite is the application's own key, not a lock's: any name goes.
+    await expect(locks.fencedRead('}x')).resolves.toBeNull();
     await locks.close();
   });
 
