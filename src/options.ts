@@ -91,11 +91,12 @@ export interface LocksOptions extends BackendOptions, ObservabilityOptions {
   readonly strategy?: WaitStrategyName;
   /**
    * notify: longest sleep between attempts without a release message, ms. Default 1000 (100 with
-   * `compat`: legacy releases announce nothing). On one Redis, lock waiters queued in Redis make no
-   * attempt of their own at each recheck: the manager's queue keeper refreshes all their queue
-   * entries and reads their locks' state in one call per 500 waiters every `recheck` ms, and wakes
-   * those whose lock is free or whose entry is gone (see QueueKeeper). Semaphores (fair and
-   * read-write locks), Redlock, Redis Cluster and the in-memory store re-check per waiter.
+   * `compat`: legacy releases announce nothing). On one Redis and on Redis Cluster, lock waiters
+   * queued in Redis make no attempt of their own at each recheck: the manager's queue keeper
+   * refreshes all their queue entries and reads their locks' state in one call per 500 waiters
+   * (on Cluster, per slot) every `recheck` ms, and wakes those whose lock is free or whose entry
+   * is gone (see QueueKeeper). Semaphores (fair and read-write locks), Redlock, compat mode and the
+   * in-memory store re-check per waiter.
    */
   readonly recheck?: number;
   /** Clock-drift allowance as a fraction of the TTL (plus 2 ms). Default 0.01. */

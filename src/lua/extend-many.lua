@@ -4,7 +4,7 @@
   renewals). Never recreates a key that is gone. Each lease gets its own status: a lease whose
   key is gone or taken does not stop the others from being extended.
 
-  The caller caps n (500 leases a call: see MAX_BATCH in src/backend/extend-many.ts), so that one
+  The caller caps n (500 leases a call: see MAX_BATCH in src/backend/backend.ts), so that one
   call never blocks the server long. On Redis Cluster every key must be in one slot.
 
   The tokens travel as one argument, and only the leases not extended are answered: a call's
