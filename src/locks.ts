@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FencedValue } from './backend/backend.js';
 import { chooseBackend, type EvictionWarning } from './backend/choose.js';
 import type { Backend } from './backend/backend.js';
-import { BackendError, ClosedError, InvalidOptionError, StaleFenceError } from './errors.js';
+import { BackendError, ClosedError, InvalidOptionError, LockAbortedError, StaleFenceError } from './errors.js';
 import { fairLockOver, FAIR_LOCK_OPTIONS, type FairLock, type FairLockOptions } from './fair-lock.js';
 import { KeysCache } from './keys.js';
 import { Lease } from './lease/lease.js';
@@ -15,7 +15,7 @@ import type { ManagerContext } from './manager/context.js';
 import { LastMade } from './manager/last-made.js';
 import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
-import { acquireAll, type MultiAcquireContext } from './multi-acquire.js';
+import { acquireAll, type MultiAcquireContext, type StoppableAttempt } from './multi-acquire.js';
 import type { MultiLease } from './multi-lease.js';
 import { createObserver, type AcquireTrace, type Observer } from './observe/observer.js';
 import { ACQUIRE_OPTIONS, CLOSE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type CloseOptions, type LocksOptions } from './options.js';
@@ -79,6 +79,8 @@ class LockManager implements Locks {
   readonly #permits: Permits;
   readonly #reentrancy = new Reentrancy();
   #closed = false;
+  /** One-step multi-lock attempts in flight (see acquireAll): `close()` ends them at once. */
+  readonly #atOnce = new Set<StoppableAttempt>();
 
   constructor(backend: Backend, settings: Settings, observer: Observer | undefined) {
     const id = randomBytes(8).toString('hex');
@@ -246,6 +248,7 @@ class LockManager implements Locks {
     // Every wait ends, and takes its queue entries out, before the connections close: bounded, for
     // a Redis that does not answer (its entries then expire by themselves, within 3 × recheck).
     const ctx = this.#ctx;
+    for (const attempt of this.#atOnce) attempt.cancel?.(new LockAbortedError(attempt.names, 'the manager was closed'));
     const stopped = Promise.all([this.#locks.stopAll(), this.#permits.stopAll()]).then(() => Promise.all(ctx.leaving));
     await within(CLOSE_GRACE, stopped);
     if (release) await Promise.all(this.#ctx.held.toArray().map((lease) => lease.release().catch(() => {})));
@@ -297,6 +300,7 @@ class LockManager implements Locks {
       acquire: (name: string, o: AcquireOptions) => this.acquire(name, o),
       tryAcquire: (name: string, o: AcquireOptions) => this.tryAcquire(name, o),
       join: (names: readonly string[], o: AcquireOptions) => (isReentrant(this.#ctx.settings, o) ? this.#reentrancy.joinAll(names, o) : new Map()),
+      inFlight: this.#atOnce,
     };
   }
 }

@@ -1,13 +1,21 @@
 import { now, validUntil } from './clock.js';
-import { InvalidOptionError, LockTimeoutError } from './errors.js';
+import { settleBy } from './deadlines.js';
+import { InvalidOptionError, LockAbortedError, LockTimeoutError, UnreachableError } from './errors.js';
 import type { Lease } from './lease/lease.js';
-import type { RenewOptions } from './lease/watchdog.js';
 import type { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
 import { callSettings, type CallSettings } from './manager/settings.js';
 import { MultiLease } from './multi-lease.js';
 import { ACQUIRE_OPTIONS, type AcquireOptions } from './options.js';
 import { checkKey, checkOptions } from './validate.js';
+import { ATTEMPT_GRACE, TRY_BOUND } from './wait/attempt.js';
+
+/** An attempt in flight that `close()` ends at once (see {@link MultiAcquireContext.inFlight}). */
+export interface StoppableAttempt {
+  cancel: ((reason: unknown) => void) | undefined;
+  /** The locks it is for, as an error names them. */
+  readonly names: string;
+}
 
 /** What taking several locks needs from the manager: its per-key calls (observed), its locks' queues, and its reentrant scopes. */
 export interface MultiAcquireContext {
@@ -21,6 +29,8 @@ export interface MultiAcquireContext {
    * for a call that is not reentrant.
    */
   join(names: readonly string[], options: AcquireOptions): ReadonlyMap<string, Lease>;
+  /** The one-step attempts in flight: the manager's `close()` stops each with a LockAbortedError. */
+  readonly inFlight: Set<StoppableAttempt>;
 }
 
 /**
@@ -65,7 +75,7 @@ async function takeAll(m: MultiAcquireContext, sorted: readonly string[], call: 
   const started = now();
   const deadline = started + wait;
 
-  const atOnce = await acquireAtOnce(m, sorted, ttl, renew);
+  const atOnce = await acquireAtOnce(m, sorted, call, once ? started + Math.min(ttl, TRY_BOUND) : deadline);
   if (signal?.aborted) {
     await releaseAll(atOnce ?? []);
     throw signal.reason;
@@ -118,8 +128,12 @@ async function takeAll(m: MultiAcquireContext, sorted: readonly string[], call: 
  * One atomic attempt at every key, when the backend can take several in one step
  * (`Backend.acquireAll`) and no caller of this process holds or waits for any of them
  * (it would jump their queue). The parts, `null` when a key was busy, `undefined` when not tried.
+ * Bounded as a single attempt is (see `attempt`): by `deadline` (plus a grace for a reply on its
+ * way), the caller's signal and the manager's `close()`, whatever the client's retries; a reply
+ * that comes after that, or is lost, has whatever it took given back.
  */
-async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], ttl: number, renew: RenewOptions | undefined): Promise<Lease[] | null | undefined> {
+async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], call: CallSettings, deadline: number): Promise<Lease[] | null | undefined> {
+  const { ttl, renew, signal } = call;
   const { backend, lockKeys, tokens, driftFactor, observer } = m.ctx;
   const atomic = backend.acquireAll;
   if (!atomic) return undefined;
@@ -128,13 +142,34 @@ async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], t
   const keys = names.map((name) => lockKeys.get(name));
   const token = tokens.next();
   const sentAt = now();
+  const giveBack = (): void => {
+    for (const k of keys) backend.release(k, token).catch(() => {});
+  };
+  const stop: StoppableAttempt = { cancel: undefined, names: names.join(', ') };
+  const onAbort = (): void => stop.cancel?.(signal!.reason);
   let reply;
   try {
-    reply = await atomic.call(backend, keys, token, ttl);
+    const sending = atomic.call(backend, keys, token, ttl);
+    if (backend.boundsCalls) {
+      reply = await sending;
+    } else {
+      m.inFlight.add(stop);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const at = deadline === Infinity ? Infinity : Math.max(deadline, sentAt + ATTEMPT_GRACE);
+      reply = await settleBy(sending, at, () => new UnreachableError('acquireAll', `an attempt at locks "${stop.names}"`, backend.server, now() - sentAt, backend.lastError?.()), {
+        late: (late) => {
+          if (late?.acquired) giveBack(); // ended before it came
+        },
+        stoppable: stop,
+      });
+    }
   } catch (error) {
     // The reply may be what was lost: give back whatever it took.
-    for (const k of keys) backend.release(k, token).catch(() => {});
+    giveBack();
     throw error;
+  } finally {
+    m.inFlight.delete(stop);
+    signal?.removeEventListener('abort', onAbort);
   }
   if (reply === undefined) return undefined;
   if (!reply.acquired) return null;
@@ -144,6 +179,9 @@ async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], t
     return undefined;
   }
   const leases = m.locks.leasesTogether(keys, token, reply.fences, ttl, sentAt, renew);
+  // The manager closed while the attempt was in flight: the leases were released as they were
+  // made, and the caller must not be told it holds them (a wait ended by close() rejects).
+  if (m.ctx.isClosed()) throw new LockAbortedError(stop.names, 'the manager was closed');
   if (observer) for (const lease of leases) observer.acquiredTogether(lease, sentAt);
   return leases;
 }

@@ -24,7 +24,7 @@ export interface AttemptLimit {
 }
 
 /** How long past its waiter's deadline an attempt in flight may still finish, ms. */
-const ATTEMPT_GRACE = 250;
+export const ATTEMPT_GRACE = 250;
 
 /**
  * One acquire attempt (`sentAt`: when it is sent, if the caller just read the clock); if its reply

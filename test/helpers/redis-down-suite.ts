@@ -51,7 +51,7 @@ async function settled(call: () => Promise<unknown>): Promise<{ error: unknown; 
 }
 
 /** A TCP server that accepts connections and never answers: a Redis that hangs. */
-async function blackHole(): Promise<{ port: number; close: () => Promise<void> }> {
+export async function blackHole(): Promise<{ port: number; close: () => Promise<void> }> {
   const sockets = new Set<Socket>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
