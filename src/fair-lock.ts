@@ -25,24 +25,34 @@ export interface FairLockOptions {
  */
 export interface FairLock {
   readonly name: string;
-  /** Waits up to `wait` ms for its turn. */
-  acquire(options?: AcquireOptions): Promise<Lease>;
+  /** Waits up to `wait` ms for its turn. (No `reentrant`: a fair lock is never joined, as a semaphore is not.) */
+  acquire(options?: Omit<AcquireOptions, 'reentrant'>): Promise<Lease>;
   /** One attempt: `null` when the lock is held or others wait for it. */
-  tryAcquire(options?: Omit<AcquireOptions, 'wait'>): Promise<Lease | null>;
+  tryAcquire(options?: Omit<AcquireOptions, 'wait' | 'reentrant'>): Promise<Lease | null>;
   /** Runs `fn` holding the lock (renewed by default) and releases it. */
   withLock<T>(fn: (lease: Lease) => Promise<T> | T): Promise<T>;
-  withLock<T>(options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+  withLock<T>(options: Omit<AcquireOptions, 'reentrant'>, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
 }
 
 export const FAIR_LOCK_OPTIONS = ['ttl', 'wait', 'strategy'] as const;
+/** What a fair lock's calls take: a lock's, but `reentrant`. */
+const FAIR_ACQUIRE_OPTIONS = ACQUIRE_OPTIONS.filter((option) => option !== 'reentrant');
 
 /** A fair lock over a semaphore of one permit: its queue is strictly first come, first served across processes. */
 export function fairLockOver(sem: Semaphore): FairLock {
-  const one = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options'), permits: 1 });
+  const one = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, FAIR_ACQUIRE_OPTIONS, 'options'), permits: 1 });
+  /** `call` with its options checked: bad ones reject, as every acquire's do, rather than throw. */
+  const checked = <R>(options: AcquireOptions | undefined, call: (o: PermitOptions) => Promise<R>): Promise<R> => {
+    try {
+      return call(one(options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
   return {
     name: sem.name,
-    acquire: (options) => sem.acquire(one(options)),
-    tryAcquire: (options) => sem.tryAcquire(one(options)),
+    acquire: (options) => checked(options, (o) => sem.acquire(o)),
+    tryAcquire: (options) => checked(options, (o) => sem.tryAcquire(o)),
     withLock: (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
       let split;
       try {
@@ -50,7 +60,7 @@ export function fairLockOver(sem: Semaphore): FairLock {
       } catch (error) {
         return Promise.reject(error);
       }
-      return sem.withPermit(one(split.options), split.fn);
+      return checked(split.options, (o) => sem.withPermit(o, split.fn));
     }) as FairLock['withLock'],
   };
 }

@@ -55,7 +55,12 @@ export class Permits {
     };
     const observedKind: LockKind = kind === 'rw' ? 'read-write' : kind === 'fair' ? 'fair' : 'semaphore';
     const acquire = (options: PermitOptions | undefined, once: boolean): Promise<Lease | null> => {
-      const given = { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') };
+      let given: PermitOptions;
+      try {
+        given = { ...defaults, ...checkOptions<PermitOptions>(options, PERMIT_OPTIONS, 'options') };
+      } catch (error) {
+        return Promise.reject(error); // bad options reject, as every acquire's do
+      }
       const observer = ctx.observer;
       if (!observer) return this.#acquire(keysFor, limit, given, once);
       const t = observer.start(observedKind, name);
@@ -88,7 +93,7 @@ export class Permits {
     const ctx = this.#ctx;
     ctx.assertOpen();
     const { ttl, wait, signal, strategy, renew } = callSettings(ctx.settings, o, once);
-    const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1);
+    const permits = o.permits === undefined ? 1 : checkCount(o.permits, 'permits', 1, 'a positive integer number of permits');
     if (permits > limit) throw new InvalidOptionError('permits', `at most the semaphore's limit (${limit})`, permits);
     signal?.throwIfAborted();
     const keys = keysFor(permits);

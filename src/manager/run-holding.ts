@@ -6,7 +6,12 @@ import type { MultiLease } from '../multi-lease.js';
 export function splitCallback<A, F extends (...args: never[]) => unknown>(optionsOrFn: A | F, maybeFn: F | undefined, what: string): { options: Exclude<A, F> | undefined; fn: F } {
   const fn = typeof optionsOrFn === 'function' ? (optionsOrFn as F) : maybeFn;
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', `a function to run while ${what}`, fn);
-  return { options: typeof optionsOrFn === 'function' ? undefined : (optionsOrFn as Exclude<A, F>), fn };
+  if (typeof optionsOrFn === 'function') return { options: undefined, fn };
+  // Options are an object or absent: `null` or a number would be spread into nothing and pass unseen.
+  if (optionsOrFn !== undefined && (typeof optionsOrFn !== 'object' || optionsOrFn === null || Array.isArray(optionsOrFn))) {
+    throw new InvalidOptionError('options', 'an options object', optionsOrFn);
+  }
+  return { options: optionsOrFn as Exclude<A, F>, fn };
 }
 
 /** Refuses a callback given where the lock's name goes (`withLock(async () => …)`), before the missing callback is blamed. */

@@ -169,4 +169,35 @@ describe('acquire options', () => {
     await invalid(() => locks.fencedWrite('r', { a: 1 } as never, 1), 'value', /JSON.stringify/);
     await invalid(() => locks.fencedWrite('r', 'v', 0), 'fence', /positive safe integer/);
   });
+
+  it('refuses options that are not an object (null, a number) in every with* call, rather than spread them into nothing', async () => {
+    const fn = (): number => 1;
+    await invalid(() => locks.withLock('k', null as never, fn), 'options', /an options object/);
+    await invalid(() => locks.withLock('k', 42 as never, fn), 'options', /an options object/);
+    await invalid(() => locks.withLocks(['k'], null as never, fn), 'options', /an options object/);
+    await invalid(() => locks.semaphore('s', { limit: 1 }).withPermit(null as never, fn), 'options', /an options object/);
+    await invalid(() => locks.fairLock('f').withLock(null as never, fn), 'options', /an options object/);
+    await invalid(() => locks.readWriteLock('rw').withRead(null as never, fn), 'options', /an options object/);
+  });
+
+  it('rejects bad options of semaphore and fair-lock calls (a rejected promise, never a synchronous throw)', async () => {
+    const sem = locks.semaphore('s', { limit: 2 });
+    const fair = locks.fairLock('f');
+    const calls: Array<[() => Promise<unknown>, string, RegExp]> = [
+      [() => sem.acquire({ bogus: 1 } as never), 'options.bogus', /known options/],
+      [() => sem.tryAcquire({ permits: 0 }), 'permits', /positive integer number of permits/],
+      [() => fair.acquire({ bogus: 1 } as never), 'options.bogus', /known options/],
+      [() => fair.tryAcquire({ bogus: 1 } as never), 'options.bogus', /known options/],
+    ];
+    for (const [call, option, message] of calls) {
+      let result: Promise<unknown> | undefined;
+      expect(() => (result = call())).not.toThrow();
+      await invalid(() => result!, option, message);
+    }
+  });
+
+  it('refuses reentrant on a fair lock, naming only the options a fair lock takes', async () => {
+    const fair = locks.fairLock('f');
+    await invalid(() => fair.acquire({ reentrant: false } as never), 'options.reentrant', /known options \(ttl, wait, signal, strategy, renew\)/);
+  });
 });
