@@ -6,7 +6,7 @@
 import slotOf from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
+import { LeaseLostError, type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendManyScript, extendScript, keepQueuedScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
@@ -200,5 +200,20 @@ describe('Redis Cluster', () => {
     expect(next.fence).toBeGreaterThan(leases[all.indexOf(names[0]!)]!.fence);
     await next.release();
     await Promise.all(leases.map((lease) => lease.release().catch(() => {})));
+  });
+});
+
+describe('a forced release on a cluster', () => {
+  it('is reported to the holder as forced at its next extend, as on one Redis (the note shares the lock\'s slot)', async () => {
+    const prefix = uniquePrefix();
+    const [holder, operator] = [manager({ prefix }), manager({ prefix })];
+    const lease = await holder.acquire('stuck', { ttl: 60_000 });
+    expect(await operator.forceRelease('stuck')).toMatchObject({ held: true });
+    const lost = await lease.extend().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(lost).toBeInstanceOf(LeaseLostError);
+    expect((lost as LeaseLostError).reason).toBe('forced');
   });
 });
