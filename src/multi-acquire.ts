@@ -45,6 +45,7 @@ export interface MultiAcquireContext {
  */
 export async function acquireAll(m: MultiAcquireContext, names: unknown, options: AcquireOptions | undefined, once: boolean, renewByDefault = false): Promise<MultiLease | null> {
   m.ctx.assertOpen();
+  const started = now();
   const sorted = checkKeySet(names);
   const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
   const call = callSettings(m.ctx.settings, renewByDefault && o.renew === undefined ? { ...o, renew: true } : o, once);
@@ -59,12 +60,16 @@ export async function acquireAll(m: MultiAcquireContext, names: unknown, options
     throw error;
   }
   const parts = new Map([...joined, ...(taken ?? []).map((part) => [part.key, part] as const)]);
-  const lost = [...joined.values()].find((part) => part.state === 'lost');
-  if (!taken || lost) {
-    // Not all could be had, or a scope's lease was lost while the others were taken: its loss.
+  // A scope's lease that ended while the others were taken: lost (its loss is the answer), or
+  // released by its scope (the key is free, or someone else's, now: the whole is not had).
+  const ended = [...joined.values()].find((part) => part.state !== 'held');
+  if (!taken || ended) {
     await releaseAll([...parts.values()]);
-    if (lost) throw lost.lostError;
-    return null;
+    if (ended?.lostError) throw ended.lostError;
+    if (!ended || once) return null;
+    // Its scope released it: that key is taken as usual now (no scope holds it), from the start
+    // and in the global order, with what is left of the wait.
+    return acquireAll(m, sorted, { ...o, wait: Math.max(0, Math.ceil(started + call.wait - now())) }, once, renewByDefault);
   }
   return new MultiLease(sorted.map((name) => parts.get(name)!), call.ttl);
 }

@@ -54,6 +54,10 @@ export class MultiLease implements AsyncDisposable {
   get signal(): AbortSignal {
     if (!this.#controller) {
       const controller = (this.#controller = new AbortController());
+      // Once the whole has aborted its listeners on the parts go: a part joined from a reentrant
+      // scope is the scope's lease, which outlives this multi-lease (and would gather one per call).
+      const detach: Array<() => void> = [];
+      controller.signal.addEventListener('abort', () => detach.forEach((d) => d()), { once: true });
       for (const lease of this.leases) {
         const part = lease.signal; // arms the part's expiry timer
         const onAbort = (): void => {
@@ -62,7 +66,10 @@ export class MultiLease implements AsyncDisposable {
           if (!controller.signal.aborted) controller.abort(part.reason);
         };
         if (part.aborted) onAbort();
-        else part.addEventListener('abort', onAbort, { once: true });
+        else {
+          part.addEventListener('abort', onAbort, { once: true });
+          detach.push(() => part.removeEventListener('abort', onAbort));
+        }
       }
       if (this.#released && !controller.signal.aborted) controller.abort(this.#releasedReason());
     }

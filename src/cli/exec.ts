@@ -112,7 +112,10 @@ async function run(lease: Lease, key: string, command: readonly string[], option
     child.kill('SIGTERM');
     killTimer = setTimeout(() => child.kill('SIGKILL'), options.killAfter);
   };
-  lease.signal.addEventListener('abort', onLost, { once: true });
+  // A lease that ended before this line (its validity ran out during the spawn) aborted its
+  // signal already, and a listener added now would never hear of it.
+  if (lease.signal.aborted) onLost();
+  else lease.signal.addEventListener('abort', onLost, { once: true });
 
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
