@@ -128,6 +128,9 @@ export class MultiLease implements AsyncDisposable {
     this.#releasing ??= (async () => {
       try {
         await settleAll(this.leases.map((lease) => lease.release()));
+        // Every part left to expire (Lease.letExpire): nothing was released, as a single lease's
+        // release does nothing then; the whole stays held until its parts' TTLs run out.
+        if (this.leases.every((lease) => lease.leftToExpire)) return;
       } catch (error) {
         this.#releasing = undefined; // a later call may try again (released parts resolve at once)
         // Some parts may be released now: the whole is not held any more either way.
