@@ -41,26 +41,22 @@ const FAIR_ACQUIRE_OPTIONS = ACQUIRE_OPTIONS.filter((option) => option !== 'reen
 /** A fair lock over a semaphore of one permit: its queue is strictly first come, first served across processes. */
 export function fairLockOver(sem: Semaphore): FairLock {
   const one = (options: AcquireOptions | undefined): PermitOptions => ({ ...checkOptions<AcquireOptions>(options, FAIR_ACQUIRE_OPTIONS, 'options'), permits: 1 });
-  /** `call` with its options checked: bad ones reject, as every acquire's do, rather than throw. */
-  const checked = <R>(options: AcquireOptions | undefined, call: (o: PermitOptions) => Promise<R>): Promise<R> => {
+  /** `call()`, whose checks of its arguments reject, as every acquire's do, rather than throw. */
+  const rejecting = <R>(call: () => Promise<R>): Promise<R> => {
     try {
-      return call(one(options));
+      return call();
     } catch (error) {
       return Promise.reject(error);
     }
   };
   return {
     name: sem.name,
-    acquire: (options) => checked(options, (o) => sem.acquire(o)),
-    tryAcquire: (options) => checked(options, (o) => sem.tryAcquire(o)),
-    withLock: (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> => {
-      let split;
-      try {
-        split = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      return checked(split.options, (o) => sem.withPermit(o, split.fn));
-    }) as FairLock['withLock'],
+    acquire: (options) => rejecting(() => sem.acquire(one(options))),
+    tryAcquire: (options) => rejecting(() => sem.tryAcquire(one(options))),
+    withLock: (<T>(optionsOrFn: AcquireOptions | ((lease: Lease) => Promise<T> | T), maybeFn?: (lease: Lease) => Promise<T> | T): Promise<T> =>
+      rejecting(() => {
+        const { options, fn } = splitCallback(optionsOrFn, maybeFn, 'the lock is held');
+        return sem.withPermit(one(options), fn);
+      })) as FairLock['withLock'],
   };
 }

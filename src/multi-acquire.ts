@@ -69,7 +69,7 @@ export async function acquireAll(m: MultiAcquireContext, names: unknown, options
     if (!ended || once) return null;
     // Its scope released it: that key is taken as usual now (no scope holds it), from the start
     // and in the global order, with what is left of the wait.
-    return acquireAll(m, sorted, { ...o, wait: Math.max(0, Math.ceil(started + call.wait - now())) }, once, renewByDefault);
+    return acquireAll(m, sorted, { ...o, wait: waitLeft(started + call.wait) }, once, renewByDefault);
   }
   return new MultiLease(sorted.map((name) => parts.get(name)!), call.ttl);
 }
@@ -96,7 +96,7 @@ async function takeAll(m: MultiAcquireContext, sorted: readonly string[], call: 
     const parts: Lease[] = [];
     try {
       for (const name of sorted) {
-        const lease = once ? await m.tryAcquire(name, part) : await m.acquire(name, { ...part, wait: Math.max(0, Math.ceil(deadline - now())) });
+        const lease = once ? await m.tryAcquire(name, part) : await m.acquire(name, { ...part, wait: waitLeft(deadline) });
         if (!lease) {
           await releaseAll(parts);
           return null;
@@ -147,9 +147,8 @@ async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], c
   const keys = names.map((name) => lockKeys.get(name));
   const token = tokens.next();
   const sentAt = now();
-  const giveBack = (): void => {
-    for (const k of keys) backend.release(k, token).catch(() => {});
-  };
+  /** Releases whatever the attempt took (errors dropped: a key not released expires by its TTL). */
+  const giveBack = (): Promise<unknown> => Promise.all(keys.map((k) => backend.release(k, token).catch(() => {})));
   const stop: StoppableAttempt = { cancel: undefined, names: names.join(', ') };
   const onAbort = (): void => stop.cancel?.(signal!.reason);
   let reply;
@@ -163,14 +162,14 @@ async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], c
       const at = deadline === Infinity ? Infinity : Math.max(deadline, sentAt + ATTEMPT_GRACE);
       reply = await settleBy(sending, at, () => new UnreachableError('acquireAll', `an attempt at locks "${stop.names}"`, backend.server, now() - sentAt, backend.lastError?.()), {
         late: (late) => {
-          if (late?.acquired) giveBack(); // ended before it came
+          if (late?.acquired) void giveBack(); // ended before it came
         },
         stoppable: stop,
       });
     }
   } catch (error) {
     // The reply may be what was lost: give back whatever it took.
-    giveBack();
+    void giveBack();
     throw error;
   } finally {
     m.inFlight.delete(stop);
@@ -178,17 +177,25 @@ async function acquireAtOnce(m: MultiAcquireContext, names: readonly string[], c
   }
   if (reply === undefined) return undefined;
   if (!reply.acquired) return null;
+  if (m.ctx.isClosed()) {
+    // The manager closed while the attempt was in flight: the caller must not be told it holds
+    // the locks (a wait ended by close() rejects), and they are given back.
+    await giveBack();
+    throw new LockAbortedError(stop.names, 'the manager was closed');
+  }
   if (validUntil(sentAt, ttl, driftFactor) <= now() || busyHere()) {
     // Too late to be of use, or another call of this process got in meanwhile: give them back.
-    await Promise.all(keys.map((k) => backend.release(k, token).catch(() => {})));
+    await giveBack();
     return undefined;
   }
   const leases = m.locks.leasesTogether(keys, token, reply.fences, ttl, sentAt, renew);
-  // The manager closed while the attempt was in flight: the leases were released as they were
-  // made, and the caller must not be told it holds them (a wait ended by close() rejects).
-  if (m.ctx.isClosed()) throw new LockAbortedError(stop.names, 'the manager was closed');
   if (observer) for (const lease of leases) observer.acquiredTogether(lease, sentAt);
   return leases;
+}
+
+/** What is left of a wait until `deadline` (monotonic ms), as a call's `wait`: whole ms, never negative. */
+function waitLeft(deadline: number): number {
+  return Math.max(0, Math.ceil(deadline - now()));
 }
 
 /** Releases parts taken so far (a rollback): errors are dropped, a part that cannot be released expires by its TTL. */

@@ -85,11 +85,16 @@ export function checkFence(fence: unknown, option = 'fence'): number {
 }
 
 /** Rejects options objects that are not plain objects, and names unknown options (typos). */
-export function checkOptions<T extends object>(options: unknown, known: readonly string[], what: string): Partial<T> {
-  if (options === undefined) return {};
+/** Refuses options that are not an object (`null`, a number, an array): spread, they would pass unseen. */
+export function checkOptionsObject(options: unknown, what: string): asserts options is object {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new InvalidOptionError(what, 'an options object', options);
   }
+}
+
+export function checkOptions<T extends object>(options: unknown, known: readonly string[], what: string): Partial<T> {
+  if (options === undefined) return {};
+  checkOptionsObject(options, what);
   for (const name of Object.keys(options)) {
     if (!known.includes(name)) {
       throw new InvalidOptionError(`${what}.${name}`, `one of the known options (${known.join(', ')})`, name);

@@ -1,16 +1,14 @@
 import { InvalidOptionError, LeaseLostError, LockSuppressedError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { MultiLease } from '../multi-lease.js';
+import { checkOptionsObject } from '../validate.js';
 
 /** A scoped call's options and callback: `(fn)` or `(options, fn)`; rejects a missing callback in the user's terms. */
 export function splitCallback<A, F extends (...args: never[]) => unknown>(optionsOrFn: A | F, maybeFn: F | undefined, what: string): { options: Exclude<A, F> | undefined; fn: F } {
   const fn = typeof optionsOrFn === 'function' ? (optionsOrFn as F) : maybeFn;
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', `a function to run while ${what}`, fn);
   if (typeof optionsOrFn === 'function') return { options: undefined, fn };
-  // Options are an object or absent: `null` or a number would be spread into nothing and pass unseen.
-  if (optionsOrFn !== undefined && (typeof optionsOrFn !== 'object' || optionsOrFn === null || Array.isArray(optionsOrFn))) {
-    throw new InvalidOptionError('options', 'an options object', optionsOrFn);
-  }
+  if (optionsOrFn !== undefined) checkOptionsObject(optionsOrFn, 'options');
   return { options: optionsOrFn as Exclude<A, F>, fn };
 }
 
