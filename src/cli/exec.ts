@@ -118,9 +118,19 @@ async function run(lease: Lease, key: string, command: readonly string[], option
   else lease.signal.addEventListener('abort', onLost, { once: true });
 
   const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-    child.once('error', (error) => resolve({ code: null, signal: null, error }));
+    let spawned = false;
+    child.once('spawn', () => (spawned = true));
+    child.on('error', (error) => {
+      // Before 'spawn' it could not be started: that is its end. After it, a signal could not be
+      // sent (EPERM): the command still runs, and the lock stays held until it exits.
+      if (!spawned) resolve({ code: null, signal: null, error });
+      else say(`could not signal ${command[0]} (${error.message}); waiting for it to exit`);
+    });
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
+  // Held to the command's end (as far as this process can tell): a release that then gets no
+  // answer does not undo that the command ran under the lock.
+  const heldToEnd = lost === undefined && !lease.signal.aborted && lease.timeLeft() > 0;
   clearTimeout(killTimer);
   lease.signal.removeEventListener('abort', onLost);
   route.target = () => {}; // releasing: finish that, then exit
@@ -137,6 +147,10 @@ async function run(lease: Lease, key: string, command: readonly string[], option
   try {
     await lease.release();
   } catch (error) {
+    if (error instanceof LeaseLostError && heldToEnd && error.reason === 'unreachable') {
+      say(`could not release "${key}": Redis did not answer before the lease's validity ran out (the command ran under the lock to its end); it expires by its TTL`);
+      return exitCode;
+    }
     if (error instanceof LeaseLostError) {
       say(`the lease on "${key}" was lost before the command ended (${error.message}): its work was not fully protected`);
       return EXIT.LEASE_LOST;

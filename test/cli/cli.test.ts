@@ -119,6 +119,23 @@ describe('latchkey exec', () => {
     expect(isAlive(pid)).toBe(false);
   });
 
+  it('a release that gets no answer after the command ended under the lock returns the command\'s code, not lease-lost', async () => {
+    const own = await RedisServer.start();
+    try {
+      const run = latchkey(['exec', '--ttl', '1s', 'cli:mute', ...sh('echo ready; read line; exit 3')], { REDIS_URL: `redis://127.0.0.1:${own.port}` });
+      await run.printed('ready');
+      own.pause(); // the command ends now, while the lease is valid; its release is never answered
+      run.child.stdin!.end('go\n');
+      const { code, stderr } = await run.done;
+      expect(stderr).toContain('could not release "cli:mute": Redis did not answer');
+      expect(stderr).not.toContain('not fully protected');
+      expect(code).toBe(3);
+    } finally {
+      own.resume();
+      await own.stop();
+    }
+  });
+
   it('a command that ignores SIGTERM after the lease is lost is killed after --kill-after', async () => {
     const run = latchkey(['exec', '--ttl', '1500', '--kill-after', '500ms', 'cli:stubborn', ...sh("trap '' TERM; echo \"ready $$\"; exec sleep 30")]);
     await run.printed('ready');
