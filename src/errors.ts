@@ -23,12 +23,14 @@ export type LockErrorCode =
   | 'UNSUPPORTED';
 
 import { describeOutcome, type QuorumOutcome } from './backend/quorum.js';
+import { redactCommandArgs } from './redact.js';
 
 /** Base class of every latchkey error. */
 export class LockError extends Error {
   readonly code: LockErrorCode;
   constructor(code: LockErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    // The cause's command arguments (a token, a password: see redact.ts) never travel with it.
+    super(message, options?.cause === undefined ? undefined : { cause: redactCommandArgs(options.cause) });
     this.name = 'LockError';
     this.code = code;
   }
