@@ -17,6 +17,7 @@ export type {
   AcquiredEvent,
   AcquireFailedEvent,
   ReleasedEvent,
+  LeaseEnd,
   LostEvent,
   RenewedEvent,
   RenewFailedEvent,

@@ -17,7 +17,7 @@ import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-ho
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
 import { acquireAll, type MultiAcquireContext, type StoppableAttempt } from './multi-acquire.js';
 import type { MultiLease } from './multi-lease.js';
-import { createObserver, type AcquireTrace, type Observer } from './observe/observer.js';
+import { observerFor, type AcquireTrace, type Observer } from './observe/observer.js';
 import { ACQUIRE_OPTIONS, CLOSE_OPTIONS, LOCKS_OPTIONS, type AcquireOptions, type CloseOptions, type LocksOptions } from './options.js';
 import { Permits } from './permits.js';
 import { readWriteLockOver, READ_WRITE_LOCK_OPTIONS, type ReadWriteLock, type ReadWriteLockOptions } from './read-write-lock.js';
@@ -63,8 +63,11 @@ export function createLocks(options?: LocksOptions): Locks {
   const hooks = o.hooks as { evictionPolicy?: unknown } | undefined;
   const onEviction: EvictionWarning | undefined =
     o.logger !== undefined || hooks?.evictionPolicy !== undefined ? (report, node) => late.observer?.evictionPolicy(report, node) : undefined;
+  // Bad observability options are refused before chooseBackend opens a connection (a client
+  // made from a URL would keep the process alive after the throw).
+  const observe = observerFor(o, settings.prefix);
   const backend = chooseBackend(o, settings.prefix, onEviction);
-  late.observer = createObserver(o, settings.prefix, backend.name);
+  late.observer = observe(backend.name);
   return new LockManager(backend, settings, late.observer);
 }
 

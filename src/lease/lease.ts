@@ -188,6 +188,8 @@ export class Lease extends LeaseLife implements AsyncDisposable {
       (error: unknown) => {
         if (this.lostError) throw this.lostError; // its validity ran out meanwhile
         this.#releasing = undefined; // a later call may try again
+        // Unless one does, it ends as lost when its validity runs out (and is recorded then).
+        this.watchExpiry();
         throw error;
       },
     );
@@ -204,7 +206,8 @@ export class Lease extends LeaseLife implements AsyncDisposable {
    * releasing it: for work that must not run twice in one period, such as a cron tick that every
    * replica fires. From then on `release()`, the end of a `withLock` scope, `await using` and
    * `locks.close()` leave the lock alone; the lease still ends (its `signal` aborts with a
-   * `LeaseLostError`, reason `expired`) when its validity runs out. Calling it again, or on a lease
+   * `LeaseLostError`, reason `expired`) when its validity runs out; a manager's observability
+   * records that end as asked (`end: 'expired'`), not as a loss. Calling it again, or on a lease
    * that ended, changes nothing; on a reentrant handle it applies to the lease the handle joined.
    */
   letExpire(): void {
@@ -214,6 +217,9 @@ export class Lease extends LeaseLife implements AsyncDisposable {
     this.#watchdog?.stop();
     this.#watchdog = undefined;
     this.#context.onLetExpire?.(this);
+    // Its end is noticed when it comes, not at the next look: the manager's observer records it
+    // then (an unref'd timer: it holds no process open).
+    this.watchExpiry();
   }
 
   /** True once {@link Lease.letExpire} was called on it: nothing releases it, it ends at its TTL. */
@@ -316,6 +322,12 @@ export class Lease extends LeaseLife implements AsyncDisposable {
   }
 
   protected override expire(): void {
+    // A release in flight when the validity ran out got no answer in time: the backend was not
+    // reached (as #withinValidity reports it, whichever of the two timers fires first).
+    if (this.#releasing !== undefined) {
+      this.lose(lossOf(this.key, this.fence, 'unreachable', unreachableFor(this.#context.backend, this.key, 'release', this.#acquiredAt)));
+      return;
+    }
     const watchdog = this.#watchdog;
     const unreachable = watchdog && (watchdog.lastError !== undefined || watchdog.renewing);
     this.lose(lossOf(this.key, this.fence, unreachable ? 'unreachable' : 'expired', unreachable ? unreachableFor(this.#context.backend, this.key, 'extend', this.#acquiredAt, watchdog.lastError) : undefined));

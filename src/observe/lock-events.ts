@@ -3,7 +3,7 @@ import type { QuorumOutcome } from '../backend/quorum.js';
 import type { LeaseLostError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import { errorSummary } from './error-fields.js';
-import type { AcquiredEvent, AcquireOutcome, EvictionPolicyEvent, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ReleasedEvent } from './types.js';
+import type { AcquiredEvent, AcquireOutcome, EvictionPolicyEvent, LeaseEnd, LockEventBase, LockHooks, LockKind, Logger, LostEvent, ReleasedEvent } from './types.js';
 
 /**
  * A manager's lock events as log records and hook calls. A hook that throws is logged and
@@ -47,7 +47,7 @@ export class LockEvents {
   }
 
   /** `lease`, held `held` ms, was released, or `lost`. */
-  leaseEnded(kind: LockKind, lease: Lease, held: number, lost: LeaseLostError | undefined): void {
+  leaseEnded(kind: LockKind, lease: Lease, held: number, end: LeaseEnd, lost: LeaseLostError | undefined): void {
     const logger = this.#logger;
     if (lost) {
       const hook = this.#hooks?.lost;
@@ -62,8 +62,8 @@ export class LockEvents {
     }
     const hook = this.#hooks?.released;
     if (!logger && !hook) return;
-    const event: ReleasedEvent = { key: lease.key, kind, prefix: this.#prefix, backend: this.#backend, fence: lease.fence, held };
-    logger?.debug({ latchkey: 'released', ...event }, `latchkey: released "${lease.key}"`);
+    const event: ReleasedEvent = { key: lease.key, kind, prefix: this.#prefix, backend: this.#backend, fence: lease.fence, held, end };
+    logger?.debug({ latchkey: 'released', ...event }, end === 'expired' ? `latchkey: "${lease.key}" expired, as it was left to` : `latchkey: released "${lease.key}"`);
     if (hook) this.#call('released', hook, event);
   }
 

@@ -1,7 +1,7 @@
 import type { Counter, Histogram, Meter } from '@opentelemetry/api';
 import type { LeaseLostError } from '../errors.js';
 import type { AttributeSets } from './attribute-sets.js';
-import type { AcquireOutcome, LockKind } from './types.js';
+import type { AcquireOutcome, LeaseEnd, LockKind } from './types.js';
 
 /** Bucket boundaries of the duration histograms, in seconds: 0.5 ms to a minute. */
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -47,9 +47,9 @@ export class LockMetrics {
     if (contended) this.#contended.add(1, this.#attributes.of(kind, key));
   }
 
-  /** A lease on `key` held `held` ms ended: released, or `lost`. */
-  leaseEnded(kind: LockKind, key: string, held: number, lost: LeaseLostError | undefined): void {
-    this.#holdDuration.record(held / 1000, this.#attributes.of(kind, key, 'latchkey.lease.end', lost ? 'lost' : 'released'));
+  /** A lease on `key` held `held` ms ended: as `end` says, or `lost`. */
+  leaseEnded(kind: LockKind, key: string, held: number, end: LeaseEnd, lost: LeaseLostError | undefined): void {
+    this.#holdDuration.record(held / 1000, this.#attributes.of(kind, key, 'latchkey.lease.end', lost ? 'lost' : end));
     if (lost) this.#lost.add(1, this.#attributes.of(kind, key, 'latchkey.lost.reason', lost.reason));
   }
 

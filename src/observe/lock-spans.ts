@@ -3,7 +3,7 @@ import type { LeaseLostError } from '../errors.js';
 import type { Lease } from '../lease/lease.js';
 import type { AttributeSets } from './attribute-sets.js';
 import { errorType } from './error-fields.js';
-import type { AcquireOutcome, LockKind } from './types.js';
+import type { AcquireOutcome, LeaseEnd, LockKind } from './types.js';
 
 /**
  * A manager's OpenTelemetry spans: `latchkey.acquire` for each acquire, `latchkey.hold` for each
@@ -33,11 +33,11 @@ export class LockSpans {
   }
 
   /** `lease` was released, or `lost`: its `latchkey.hold` span ends. */
-  endHold(lease: Lease, lost: LeaseLostError | undefined): void {
+  endHold(lease: Lease, end: LeaseEnd, lost: LeaseLostError | undefined): void {
     const span = this.#holds.get(lease);
     if (!span) return;
     this.#holds.delete(lease);
-    span.setAttribute('latchkey.lease.end', lost ? 'lost' : 'released');
+    span.setAttribute('latchkey.lease.end', lost ? 'lost' : end);
     if (lost) {
       span.setAttributes({ 'latchkey.lost.reason': lost.reason, 'error.type': lost.code });
       span.setStatus({ code: SpanStatusCode.ERROR, message: `lease lost: ${lost.reason}` });

@@ -24,13 +24,14 @@ export interface AcquireTrace {
 }
 
 /**
- * Builds the observer of a manager from its options, or returns undefined when nothing listens
- * (no logger, no hooks, no providers given, no SDK registered globally): the manager then skips
- * every instrumentation point.
+ * Checks a manager's observability options at once (an InvalidOptionError before the manager
+ * opens any connection), and returns what builds its observer once the backend is known: the
+ * observer, or undefined when nothing listens (no logger, no hooks, no providers given, no SDK
+ * registered globally): the manager then skips every instrumentation point.
  */
-export function createObserver(o: ObservabilityOptions, prefix: string, backend: string): Observer | undefined {
-  const settings = observerSettings(o, prefix, backend);
-  return settings && new Observer(settings);
+export function observerFor(o: ObservabilityOptions, prefix: string): (backend: string) => Observer | undefined {
+  const settings = observerSettings(o, prefix, '');
+  return (backend) => settings && new Observer({ ...settings, backend });
 }
 
 /**
@@ -106,10 +107,13 @@ export class Observer {
   leaseEnded(lease: Lease): void {
     const kind = this.#kind(lease);
     const held = lease.heldFor;
-    const lost = lease.lostError;
-    this.#metrics?.leaseEnded(kind, lease.key, held, lost);
-    this.#spans?.endHold(lease, lost);
-    this.#events?.leaseEnded(kind, lease, held, lost);
+    // A lease left to expire whose TTL ran out ended as its holder asked: not a loss.
+    const asked = lease.leftToExpire && lease.lostError?.reason === 'expired';
+    const lost = asked ? undefined : lease.lostError;
+    const end = asked ? 'expired' : 'released';
+    this.#metrics?.leaseEnded(kind, lease.key, held, end, lost);
+    this.#spans?.endHold(lease, end, lost);
+    this.#events?.leaseEnded(kind, lease, held, end, lost);
   }
 
   /** A watchdog renewal of `lease` ended: `error` undefined when it succeeded. */

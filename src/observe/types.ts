@@ -68,7 +68,15 @@ export interface ReleasedEvent extends LockEventBase {
   readonly fence: number;
   /** How long it was held, in ms. */
   readonly held: number;
+  /**
+   * How it ended: `released` (its release reached the backend), or `expired`: it was left to
+   * expire (`lease.letExpire()`, or `close({ release: false })`) and its TTL ran out, as asked.
+   */
+  readonly end: LeaseEnd;
 }
+
+/** How a lease that was not lost ended: see {@link ReleasedEvent.end}. */
+export type LeaseEnd = 'released' | 'expired';
 
 /** A lease was lost: it expired, its key was deleted, it was taken, or renewals could not reach the backend. */
 export interface LostEvent extends LockEventBase {
@@ -89,8 +97,9 @@ export interface RenewedEvent extends LockEventBase {
 }
 
 /**
- * A watchdog renewal failed: the lease was found lost (a {@link LostEvent} follows), or the
- * backend could not be reached (the watchdog tries again while validity remains).
+ * A watchdog renewal failed: the lease was found lost (its {@link LostEvent} came just before this
+ * one, and ended the hold span), or the backend could not be reached (the watchdog tries again
+ * while validity remains).
  */
 export interface RenewFailedEvent extends LockEventBase {
   /** The lease's fencing token. */

@@ -126,6 +126,18 @@ export function leaseEndContract(makeHarness: () => Promise<BackendHarness>): vo
       await next.release();
     });
 
+    it('a caller of the same manager waiting behind it gets the lock once its TTL ran out, nothing touching the lease', async () => {
+      fresh();
+      const a = locks();
+      const held = await a.acquire('tick-local', { ttl: 300 });
+      held.letExpire();
+      const startedAt = performance.now();
+      const next = await a.acquire('tick-local', { wait: 3000 });
+      expect(performance.now() - startedAt).toBeLessThan(1500);
+      expect(next.fence).toBeGreaterThan(held.fence);
+      await next.release();
+    });
+
     it('close({ release: false }) leaves every held lease, renewed or not, to expire at its TTL', async () => {
       fresh();
       const [a, b] = [locks(), locks()];

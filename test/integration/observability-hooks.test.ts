@@ -20,7 +20,7 @@ import {
   type RenewFailedEvent,
 } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { createObserver } from '../../src/observe/observer.js';
+import { observerFor } from '../../src/observe/observer.js';
 
 /** A logger that keeps every record, pino style (`obj, msg`). */
 function recordingLogger(): Logger & { records: Array<{ level: string; obj: object; msg: string | undefined }> } {
@@ -63,6 +63,29 @@ describe('observability: hooks and logger (in-memory backend)', () => {
       const text = JSON.stringify(events);
       expect(text).not.toContain(lease.token);
       expect(text).not.toContain(lost.token);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it('a lease left to expire ends as asked: released with end "expired", not lost, and no warning', async () => {
+    const events: Array<[string, unknown]> = [];
+    let heard!: () => void;
+    const ended = new Promise<void>((resolve) => (heard = resolve));
+    const logger = recordingLogger();
+    const hooks: LockHooks = {
+      released: (e: ReleasedEvent) => (events.push(['released', e]), heard()),
+      lost: (e: LostEvent) => (events.push(['lost', e]), heard()),
+    };
+    const locks = createLocks({ memory: createMemoryStore(), hooks, logger, prefix: 'h:' });
+    try {
+      const lease = await locks.acquire('tick', { ttl: 50 });
+      lease.letExpire(); // nothing reads its signal or looks at it again: its end is still recorded
+      await ended;
+      expect(events).toEqual([['released', expect.objectContaining({ key: 'tick', fence: lease.fence, end: 'expired' })]]);
+      expect(logger.records.filter((r) => r.level === 'warn' || r.level === 'error')).toEqual([]);
+      await (await locks.acquire('again', { ttl: 1000 })).release();
+      expect(events.at(-1)).toEqual(['released', expect.objectContaining({ key: 'again', end: 'released' })]);
     } finally {
       await locks.close();
     }
@@ -138,7 +161,7 @@ describe('observability: hooks and logger (in-memory backend)', () => {
   });
 
   it('with nothing configured, records nothing and prints nothing', async () => {
-    expect(createObserver({}, 'latchkey:', 'memory')).toBeUndefined(); // no SDK registered: no instrumentation at all
+    expect(observerFor({}, 'latchkey:')('memory')).toBeUndefined(); // no SDK registered: no instrumentation at all
     const writes = [vi.spyOn(process.stdout, 'write'), vi.spyOn(process.stderr, 'write')];
     const consoles = (['log', 'info', 'warn', 'error', 'debug'] as const).map((m) => vi.spyOn(console, m));
     const store = createMemoryStore();
