@@ -1,5 +1,5 @@
 import type { ScriptClient } from '../client/script-client.js';
-import { BackendError, UnsupportedError } from '../errors.js';
+import { BackendError, ClosedError, UnsupportedError } from '../errors.js';
 import { DEFAULT_PREFIX, inboxPrefix, type LockKeys } from '../keys.js';
 import { asInteger, runScript } from '../lua/run-script.js';
 import {
@@ -10,7 +10,7 @@ import {
   leaveScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
-import { openInbox, trackInboxes } from './inbox.js';
+import { closedIfLate, openInbox, trackInboxes } from './inbox.js';
 import { oneClientCalls } from './one-client-calls.js';
 import { acquireReply, asSnapshot } from './redis-calls.js';
 
@@ -52,6 +52,7 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
   // The prefix is often "" in this mode: the inbox channels keep latchkey's own, not a bare "inbox:".
   const inboxes = inboxPrefix(prefix === '' ? DEFAULT_PREFIX : prefix);
   const inboxCloser = trackInboxes();
+  const closing = new AbortController();
 
   return {
     name: `redis compat ${mode}${ready ? ` (${ready.driver})` : ''}`,
@@ -106,9 +107,11 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       );
     },
     async watchInbox(managerId, listener) {
-      return inboxCloser.track(await openInbox(ready ?? (await connect()), inboxes + managerId, listener));
+      const { signal } = closing;
+      return closedIfLate(inboxCloser.track(await openInbox(ready ?? (await connect()), inboxes + managerId, listener, signal)), signal);
     },
     async close() {
+      closing.abort(new ClosedError()); // an inbox still opening ends now, its connection closed
       await inboxCloser.closeAll();
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();

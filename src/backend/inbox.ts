@@ -1,4 +1,4 @@
-import type { ScriptClient, SubscriberConnection } from '../client/script-client.js';
+import { unlessAborted, type ScriptClient, type SubscriberConnection } from '../client/script-client.js';
 import { BackendError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { runScript } from '../lua/run-script.js';
@@ -17,10 +17,18 @@ export function lockInboxPrefix(keys: LockKeys): string {
  * The manager's subscriber connection. `asWakeUp`: a grant only wakes its waiter, which then
  * looks for itself (see {@link openLockInbox}); otherwise the waiter takes the lock from the message.
  */
-async function subscriber(client: ScriptClient, listener: GrantListener, accept: (channel: string) => boolean, asWakeUp = false): Promise<SubscriberConnection> {
+async function subscriber(
+  client: ScriptClient,
+  listener: GrantListener,
+  accept: (channel: string) => boolean,
+  asWakeUp: boolean,
+  signal: AbortSignal | undefined,
+): Promise<SubscriberConnection> {
   let connection: SubscriberConnection | undefined;
   try {
-    connection = await client.createSubscriber();
+    connection = await client.createSubscriber(signal);
+    // Made after the manager was closed (a client that connects without being told): closed again.
+    signal?.throwIfAborted();
     connection.onMessage((from, message) => {
       const grant = accept(from) ? parseGrant(message) : undefined;
       if (grant) listener(grant.member, asWakeUp ? 0 : grant.fence);
@@ -43,11 +51,14 @@ function subscribeError(error: unknown): BackendError {
  * made on first use) listening on one channel, whatever the number of locks the process waits
  * for. A release that grants a lock to one of the manager's waiters publishes `"<waiter> <fence>"`
  * there, so only that waiter wakes, and it needs no round trip to learn it holds the lock.
+ * `signal` (the backend's close) ends an opening still under way: its connection is closed.
  */
-export async function openInbox(client: ScriptClient, channel: string, listener: GrantListener): Promise<Inbox> {
-  const connection = await subscriber(client, listener, (from) => from === channel);
+export async function openInbox(client: ScriptClient, channel: string, listener: GrantListener, signal?: AbortSignal): Promise<Inbox> {
+  const connection = await subscriber(client, listener, (from) => from === channel, false, signal);
   try {
-    await connection.subscribe(channel);
+    // A client that queues commands until it connects (ioredis with `maxRetriesPerRequest: null`)
+    // would hold this SUBSCRIBE as long as Redis refuses the connection.
+    await unlessAborted(connection.subscribe(channel), signal);
   } catch (error) {
     await connection.close().catch(() => {});
     throw subscribeError(error);
@@ -80,9 +91,9 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
  * passed them over (release.lua keeps a waiter it finds unheard for the first time) and its
  * message was lost.
  */
-export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener, auditMs?: number): Promise<Inbox> {
+export async function openLockInbox(client: ScriptClient, managerId: string, listener: GrantListener, auditMs?: number, signal?: AbortSignal): Promise<Inbox> {
   const suffix = `:inbox:${managerId}`;
-  const connection = await subscriber(client, listener, (from) => from.endsWith(suffix), true);
+  const connection = await subscriber(client, listener, (from) => from.endsWith(suffix), true, signal);
   /**
    * Per channel: how many waiters joined, and the subscription (resolved once listening). An
    * entry whose count fell to 0 is unsubscribed once its subscribe completed, unless a join
@@ -189,6 +200,17 @@ function lockChannel(keys: LockKeys): LockChannel {
 }
 
 /**
+ * `inbox`, unless the backend was closed (`signal` aborted) while it opened: then it is closed,
+ * and the call rejects with the close's reason. (One that opened before the close is closed by
+ * the close itself: see trackInboxes.)
+ */
+export async function closedIfLate(inbox: Inbox, signal: AbortSignal): Promise<Inbox> {
+  if (!signal.aborted) return inbox;
+  await inbox.close().catch(() => {});
+  throw signal.reason;
+}
+
+/**
  * The inboxes a backend opened, so that its close() closes those still open. `track` returns the
  * inbox with a close that also forgets it.
  */
@@ -196,7 +218,8 @@ export function trackInboxes(): { track(inbox: Inbox): Inbox; closeAll(): Promis
   const open = new Set<() => Promise<void>>();
   return {
     track(inbox) {
-      const close = (): Promise<void> => inbox.close();
+      let closing: Promise<void> | undefined;
+      const close = (): Promise<void> => (closing ??= inbox.close()); // closed once, whoever asks first
       open.add(close);
       return {
         ...inbox,

@@ -1,4 +1,4 @@
-import { InvalidOptionError } from '../errors.js';
+import { InvalidOptionError, UnsupportedError } from '../errors.js';
 import { glideAdapter, isGlide } from './glide-adapter.js';
 import { ioredisAdapter, isIoredis } from './ioredis-adapter.js';
 import { isNodeRedis, nodeRedisAdapter } from './node-redis-adapter.js';
@@ -13,9 +13,20 @@ export function adaptClient(client: unknown, option = 'redis'): ScriptClient {
     throw new InvalidOptionError(option, `${EXPECTED_CLIENT}; for a URL, use the "url" option instead: createLocks({ url: 'redis://…' })`, client, 'a string (not shown: a URL may hold a password)');
   }
   if (isIoredis(client)) return ioredisAdapter(client, false);
+  if (isNodeRedisSentinel(client)) {
+    throw new UnsupportedError(
+      'A node-redis Sentinel client (createSentinel)',
+      'it spreads commands over a pool of connections with its own sendCommand signature, so latchkey cannot send a command on the connection it needs (WAIT after a lock\'s write, CONFIG GET, SCAN). Give an ioredis client with Sentinel options (new Redis({ sentinels, name })), or a node-redis client of the primary',
+    );
+  }
   if (isNodeRedis(client)) return nodeRedisAdapter(client, false);
   if (isGlide(client)) return glideAdapter(client);
   throw new InvalidOptionError(option, EXPECTED_CLIENT, client);
+}
+
+/** A node-redis `RedisSentinel`: it has node-redis's methods, and asks its sentinels for the nodes. */
+function isNodeRedisSentinel(client: unknown): boolean {
+  return isNodeRedis(client) && typeof (client as { getSentinelNode?: unknown }).getSentinelNode === 'function' && typeof (client as { getMasterNode?: unknown }).getMasterNode === 'function';
 }
 
 /**

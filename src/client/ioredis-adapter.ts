@@ -1,6 +1,7 @@
 import { coalesceWrites, type CorkableStream } from './coalesce-writes.js';
 import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
 import { scriptSender } from './ioredis-commands.js';
+import { escapeGlob } from '../keys.js';
 import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 /** The parts of an ioredis `Redis` client latchkey uses. */
@@ -61,6 +62,12 @@ export function clusterLateSends(options: object | undefined): number {
  */
 const TOPOLOGY_EVENTS = ['refresh', '+node', '-node', 'subscribersReady'] as const;
 
+/** The `keyPrefix` ioredis puts before every key the client sends ('' when none). */
+function keyPrefixOf(client: IoredisLike): string {
+  const prefix = (client.options as { keyPrefix?: unknown } | undefined)?.keyPrefix;
+  return typeof prefix === 'string' ? prefix : '';
+}
+
 export function isIoredis(client: unknown): client is IoredisLike {
   return hasMethods(client, 'evalsha', 'defineCommand', 'duplicate');
 }
@@ -99,16 +106,33 @@ export function ioredisAdapter(client: IoredisLike, owned: boolean): ScriptClien
     connectionId: () => readConnectionId((args) => client.call(args[0]!, ...args.slice(1))),
     // On a Cluster, sharded subscriptions need `shardedSubscribers` (without it SSUBSCRIBE goes to
     // one random node and hangs (ioredis 5) or fails (6) for channels of other shards); the duplicate gets it.
+    // A `keyPrefix` prefixes the keys of every command but SCAN's pattern: it is added to the
+    // pattern here and taken off the keys found, which are then as the scripts name them.
     scan: async (match) => {
       const nodes = cluster && client.nodes ? client.nodes('master') : [client];
-      const pages = await Promise.all(nodes.map((node) => scanAll((cursor) => node.call('SCAN', cursor, 'MATCH', match, 'COUNT', '1000'))));
-      return pages.flat();
+      const prefix = keyPrefixOf(client);
+      const pattern = escapeGlob(prefix) + match;
+      const pages = await Promise.all(nodes.map((node) => scanAll((cursor) => node.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', '1000'))));
+      return pages.flat().map((key) => key.slice(prefix.length));
     },
+    // The subscriber queues its commands until it is connected whatever the client's
+    // `enableOfflineQueue` (its SUBSCRIBE is sent the moment it is made, while it connects).
+    // A Cluster's sharded subscriber takes no `keyPrefix`: ioredis counts SSUBSCRIBE's channel
+    // as a key and would prefix it, where releases publish to the channel as latchkey names it.
     createSubscriber: async () =>
       cluster
-        ? ioredisSubscriber((client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, { shardedSubscribers: true }), true, errors)
+        ? ioredisSubscriber(
+            (client.duplicate as (nodes?: unknown, options?: object) => IoredisLike)(undefined, {
+              shardedSubscribers: true,
+              enableOfflineQueue: true,
+              keyPrefix: '',
+              redisOptions: { ...((client.options as { redisOptions?: object } | undefined)?.redisOptions ?? {}), keyPrefix: '' },
+            }),
+            true,
+            errors,
+          )
         : // Without autoResubscribe: see ioredisSubscriber.
-          ioredisSubscriber((client.duplicate as (override?: object) => IoredisLike)({ autoResubscribe: false }), false, errors),
+          ioredisSubscriber((client.duplicate as (override?: object) => IoredisLike)({ autoResubscribe: false, enableOfflineQueue: true }), false, errors),
     lastError: errors.last,
     close: async () => {
       errors.detach();

@@ -1,7 +1,7 @@
 import { now } from '../clock.js';
 import { connectionErrors, type ConnectionErrors } from './connection-errors.js';
 import { catchResubscribes, type ResubscribingCluster } from './node-redis-resubscribe.js';
-import { hasMethods, quitOrForce, readConnectionId, scanAll, type ScriptClient, type SubscriberConnection } from './script-client.js';
+import { hasMethods, quitOrForce, readConnectionId, scanAll, unlessAborted, type ScriptClient, type SubscriberConnection } from './script-client.js';
 
 interface ScriptOptions {
   keys: string[];
@@ -63,8 +63,13 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
   const cluster = typeof client.getSlotMaster === 'function';
   // A node-redis client always has an 'error' listener of its user's (an unhandled one would crash the process).
   const errors = connectionErrors(client, owned);
-  /** A raw command on the client (called as its method). */
-  const send = (args: string[]): Promise<unknown> => (client.sendCommand as (args: string[]) => Promise<unknown>)(args);
+  /**
+   * A raw command on the client (called as its method). A Cluster's sendCommand takes the key
+   * that routes it and whether it only reads first: none (any node) and false.
+   */
+  const send = cluster
+    ? (args: string[]): Promise<unknown> => (client.sendCommand as (key: undefined, readonly: boolean, args: string[]) => Promise<unknown>)(undefined, false, args)
+    : (args: string[]): Promise<unknown> => (client.sendCommand as (args: string[]) => Promise<unknown>)(args);
   return {
     driver: 'node-redis',
     cluster,
@@ -83,7 +88,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
       );
       return pages.flat();
     },
-    createSubscriber: async () => nodeRedisSubscriber(client.duplicate(), cluster, errors),
+    createSubscriber: async (signal) => nodeRedisSubscriber(client.duplicate(), cluster, errors, signal),
     lastError: errors.last,
     close: async () => {
       errors.detach();
@@ -92,7 +97,7 @@ export function nodeRedisAdapter(client: NodeRedisLike, owned: boolean): ScriptC
   };
 }
 
-async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors: ConnectionErrors): Promise<SubscriberConnection> {
+async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors: ConnectionErrors, signal: AbortSignal | undefined): Promise<SubscriberConnection> {
   // A connection we own: an unhandled 'error' event would crash the process.
   sub.on('error', () => {});
   const unwatch = errors.watch(sub);
@@ -111,7 +116,20 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
     // (redis/node-redis#3311): subscribe again whenever a node (re)connects.
     if (cluster) for (const channel of channels) sub.sSubscribe(channel, onMessage).catch(() => {});
   });
-  await sub.connect();
+  // Its connect() waits as long as the reconnect strategy retries (forever, by default): a close
+  // of the manager meanwhile destroys it, which stops the retries.
+  try {
+    await unlessAborted(sub.connect(), signal, () => {
+      try {
+        sub.destroy?.();
+      } catch {
+        // Not open (its connect failed meanwhile): nothing to stop.
+      }
+    });
+  } catch (error) {
+    unwatch();
+    throw error;
+  }
   connectedOnce = true;
   const onMessage = (message: string, channel: string): void => {
     for (const l of messageListeners) l(channel, message);

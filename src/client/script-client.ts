@@ -37,8 +37,12 @@ export interface ScriptClient {
   scriptLoad?(source: string): Promise<unknown>;
   /** SCAN for keys matching `match` (on a cluster: on every master), all pages. */
   scan(match: string): Promise<string[]>;
-  /** A new connection in subscriber mode, made from the user's client's own options (TLS, ACL user). */
-  createSubscriber(): Promise<SubscriberConnection>;
+  /**
+   * A new connection in subscriber mode, made from the user's client's own options (TLS, ACL
+   * user). `signal` aborts its making (the manager was closed): a connection still connecting is
+   * destroyed, and the promise rejects.
+   */
+  createSubscriber(signal?: AbortSignal): Promise<SubscriberConnection>;
   /**
    * The last connection error the client or latchkey's subscriber reported and has not recovered
    * from (connect ECONNREFUSED, say), for the cause of an UnreachableError. Optional.
@@ -181,6 +185,32 @@ export async function quitOrForce(quit: () => Promise<unknown>, force: () => voi
   ]);
   clearTimeout(timer);
   if (!graceful) force();
+}
+
+/**
+ * `promise`, or, the moment `signal` aborts, a rejection with its reason, after `onAbort()` (which
+ * ends what the promise waited for: a connection that would reconnect forever is destroyed).
+ */
+export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, onAbort?: () => void): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => {
+      onAbort?.();
+      reject(signal.reason);
+    };
+    if (signal.aborted) return abort();
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', abort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(error);
+      },
+    );
+  });
 }
 
 /** Runs a SCAN loop with `page(cursor)` returning `[next cursor, keys]`. */

@@ -70,9 +70,15 @@ export class InboxListener {
     return this.#inbox;
   }
 
+  /**
+   * Closes the inbox if it opened. One still opening is not waited for (a subscriber that cannot
+   * connect may never finish): the backend's close, which follows, ends it and closes its connection.
+   */
   async close(): Promise<void> {
-    const inbox = await this.#inbox?.catch(() => undefined);
-    await inbox?.close();
+    const opened = this.#ready;
+    this.#inbox = undefined;
+    this.#ready = undefined;
+    await opened?.close();
   }
 
   #deliver(member: string | undefined, fence: number | undefined): void {

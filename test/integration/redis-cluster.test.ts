@@ -6,7 +6,8 @@
 import slotOf from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
+import { createCluster } from 'redis';
+import { createLocks, LeaseLostError, type EvictionPolicyEvent, type Lease, type Locks, type RenewedEvent } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { acquireScript, extendManyScript, extendScript, keepQueuedScript } from '../../src/lua/scripts.generated.js';
 import { uniquePrefix, managerOver } from '../helpers/harness.js';
@@ -215,5 +216,47 @@ describe('a forced release on a cluster', () => {
     );
     expect(lost).toBeInstanceOf(LeaseLostError);
     expect((lost as LeaseLostError).reason).toBe('forced');
+  });
+});
+
+describe('client options on a cluster', () => {
+  it('ioredis keyPrefix: a waiter hears its grant on its sharded inbox, and list() finds the lock', async () => {
+    const prefix = uniquePrefix();
+    const clientOf = (): Cluster => new Cluster(cluster.startupNodes, { keyPrefix: 'app:' });
+    const [ca, cb] = [clientOf(), clientOf()];
+    const a = managerOver(cleanup, [ca], { prefix, redis: ca });
+    const b = managerOver(cleanup, [cb], { prefix, redis: cb, recheck: 60_000 });
+    const holder = await a.acquire('prefixed', { ttl: 30_000 });
+    expect((await a.list()).map((info) => info.name)).toEqual(['prefixed']);
+    // The holder's recheck and TTL are far: only the release's SPUBLISH can hand the lock over in time.
+    const waiting = b.acquire('prefixed', { wait: 5_000 });
+    const keys = lockKeys(prefix, 'prefixed');
+    const master = await cluster.masterForKey(keys.lock);
+    while (Number(await master.call('ZCARD', `app:${keys.queue}`)) === 0) await new Promise((r) => setTimeout(r, 2));
+    await holder.release();
+    const next = await waiting;
+    expect(next.fence).toBeGreaterThan(holder.fence);
+    expect(await master.call('EXISTS', `app:${keys.lock}`)).toBe(1); // the keys carry the client's prefix
+    await next.release();
+  });
+
+  it('node-redis: the eviction-policy check reaches a node and warns of a policy that evicts lock keys', async () => {
+    const masters = cluster.masters;
+    await Promise.all(masters.map((m) => m.call('CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru')));
+    try {
+      const client = createCluster({ rootNodes: cluster.rootNodes });
+      client.on('error', () => {});
+      await client.connect();
+      let heard!: (event: EvictionPolicyEvent) => void;
+      const event = new Promise<EvictionPolicyEvent>((resolve) => (heard = resolve));
+      const locks = createLocks({ prefix: uniquePrefix(), redis: client, hooks: { evictionPolicy: heard } });
+      cleanup.push(async () => {
+        await locks.close();
+        await client.close();
+      });
+      expect(await event).toMatchObject({ policy: 'allkeys-lru' });
+    } finally {
+      await Promise.all(masters.map((m) => m.call('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')));
+    }
   });
 });

@@ -3,9 +3,11 @@
  * not modified, its writes batched, one inbox subscription per manager), and connecting by URL or
  * to a Redis that cannot be reached.
  */
+import { once } from 'node:events';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
-import { BackendError, createLocks } from '../../src/index.js';
+import { BackendError, createLocks, InvalidOptionError } from '../../src/index.js';
 import { uniquePrefix, useRedisServer } from '../helpers/fixtures.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { managersClosedBy } from '../helpers/single-redis-managers.js';
@@ -130,6 +132,26 @@ describe('connecting', () => {
     }, { timeout: 2000, interval: 10 }).toEqual([]);
   });
 
+  it('bad observability options with { url } are refused before a connection is opened', async () => {
+    const own = await RedisServer.start();
+    const raw = new Redis(own.port, '127.0.0.1');
+    try {
+      const url = `redis://127.0.0.1:${own.port}`;
+      expect(() => createLocks({ url, hooks: { acquird: () => {} } as never })).toThrow(InvalidOptionError);
+      expect(() => createLocks({ url, keyGroup: 'orders' as never })).toThrow(InvalidOptionError);
+      // A good manager on the same URL connects after them (the same client module, loaded in
+      // order): once it has done a round trip, a connection they had opened would be listed.
+      const good = createLocks({ url });
+      await good.inspect('x');
+      const clients = ((await raw.client('LIST')) as string).trim().split('\n');
+      await good.close();
+      expect(clients).toHaveLength(2); // this test's raw client and the good manager's
+    } finally {
+      raw.disconnect();
+      await own.stop();
+    }
+  });
+
   it('a Redis that cannot be reached is reported as a BackendError with its cause', async () => {
     const gone = await RedisServer.start();
     const client = new Redis(gone.port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
@@ -142,5 +164,62 @@ describe('connecting', () => {
     expect((error as Error).cause).toBeInstanceOf(Error);
     await locks.close();
     client.disconnect();
+  });
+});
+
+describe('the subscriber connection latchkey makes from the client', () => {
+  it('ioredis with enableOfflineQueue: false: a waiter still hears its grant (the subscriber queues its SUBSCRIBE while it connects)', async () => {
+    const prefix = uniquePrefix();
+    const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
+    const client = new Redis(redis.server.port, '127.0.0.1', { enableOfflineQueue: false });
+    client.on('error', () => {});
+    await once(client, 'ready');
+    const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
+    try {
+      const holder = await holderLocks.acquire('offline', { ttl: 30_000 });
+      // The holder's TTL and the waiter's recheck are far: only a grant it hears gets it the lock in time.
+      const waiting = waiterLocks.acquire('offline', { wait: 5_000 });
+      while ((await redis.raw.zcard(`${prefix}{offline}:queue`)) === 0) await new Promise((r) => setTimeout(r, 2));
+      await holder.release();
+      await (await waiting).release();
+    } finally {
+      await waiterLocks.close();
+      client.disconnect();
+    }
+  });
+
+  it('node-redis: close() ends a subscriber that cannot connect (Redis refuses it) and leaves it closed', async () => {
+    const own = await RedisServer.start();
+    const raw = new Redis(own.port, '127.0.0.1');
+    const holderClient = new Redis(own.port, '127.0.0.1');
+    const client = createClient({ url: `redis://127.0.0.1:${own.port}` });
+    client.on('error', () => {});
+    await client.connect();
+    // The connections latchkey makes from the client, to look at them after close().
+    const made: Array<{ isOpen: boolean }> = [];
+    const duplicate = client.duplicate.bind(client);
+    client.duplicate = ((...args: Parameters<typeof duplicate>) => {
+      const copy = duplicate(...args);
+      made.push(copy);
+      return copy;
+    }) as typeof client.duplicate;
+    const holderLocks = createLocks({ redis: holderClient, prefix: 'sub:' });
+    const locks = createLocks({ redis: client, prefix: 'sub:' });
+    try {
+      await holderLocks.acquire('busy', { ttl: 30_000 });
+      await raw.config('SET', 'maxclients', String(((await raw.client('LIST')) as string).trim().split('\n').length));
+      // Its subscriber is refused ("max number of clients reached") and node-redis retries forever.
+      await expect(locks.acquire('busy', { wait: 300 })).rejects.toMatchObject({ code: 'LOCK_TIMEOUT' });
+      expect(made.length).toBeGreaterThanOrEqual(1);
+      await locks.close();
+      expect(made.filter((c) => c.isOpen)).toEqual([]);
+    } finally {
+      await raw.config('SET', 'maxclients', '10000');
+      await holderLocks.close();
+      holderClient.disconnect();
+      await client.close().catch(() => {});
+      raw.disconnect();
+      await own.stop();
+    }
   });
 });

@@ -1,7 +1,8 @@
 /** Every bad input gets an InvalidOptionError that names the option, what was expected and what was given. */
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { createLocks, InvalidOptionError, MAX_TTL, type Locks } from '../../src/index.js';
+import { createSentinel } from 'redis';
+import { createLocks, InvalidOptionError, MAX_TTL, UnsupportedError, type Locks } from '../../src/index.js';
 
 async function invalid(run: () => unknown, option: string, mentions: RegExp): Promise<void> {
   let error: unknown;
@@ -40,6 +41,12 @@ describe('createLocks options', () => {
     const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
     await invalid(() => createLocks({ redis: cluster, replication: { replicas: 1 } }), 'replication', /not a Cluster client.*Leave "replication" out on Cluster/);
     cluster.disconnect();
+  });
+
+  it('refuses a node-redis Sentinel client, saying why and what to give instead', () => {
+    const sentinel = createSentinel({ name: 'mymaster', sentinelRootNodes: [{ host: '127.0.0.1', port: 1 }] }); // never connected
+    expect(() => createLocks({ redis: sentinel as never })).toThrow(UnsupportedError);
+    expect(() => createLocks({ redis: sentinel as never })).toThrow(/node-redis Sentinel client .*ioredis client with Sentinel options/);
   });
 
   it('refuses a URL that is not redis:// or rediss://', async () => {
