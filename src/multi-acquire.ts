@@ -49,7 +49,10 @@ export async function acquireAll(m: MultiAcquireContext, names: unknown, options
   const sorted = checkKeySet(names);
   const o = checkOptions<AcquireOptions>(options, ACQUIRE_OPTIONS, 'options');
   const call = callSettings(m.ctx.settings, renewByDefault && o.renew === undefined ? { ...o, renew: true } : o, once);
-  call.signal?.throwIfAborted();
+  if (call.signal?.aborted) {
+    m.ctx.observer?.failedTogether(sorted, started, call.signal.reason, call.signal); // as a single acquire's is recorded
+    throw call.signal.reason;
+  }
   const joined = m.join(sorted, o);
   const rest = sorted.filter((name) => !joined.has(name));
   let taken: Lease[] | null;
@@ -80,13 +83,24 @@ async function takeAll(m: MultiAcquireContext, sorted: readonly string[], call: 
   const started = now();
   const deadline = started + wait;
 
-  const atOnce = await acquireAtOnce(m, sorted, call, once ? started + Math.min(ttl, TRY_BOUND) : deadline);
+  const { observer } = m.ctx;
+  let atOnce: Lease[] | null | undefined;
+  try {
+    atOnce = await acquireAtOnce(m, sorted, call, once ? started + Math.min(ttl, TRY_BOUND) : deadline);
+  } catch (error) {
+    observer?.failedTogether(sorted, started, error, signal);
+    throw error;
+  }
   if (signal?.aborted) {
+    if (!atOnce) observer?.failedTogether(sorted, started, signal.reason, signal);
     await releaseAll(atOnce ?? []);
     throw signal.reason;
   }
   if (atOnce) return atOnce;
-  if (atOnce === null && once) return null;
+  if (atOnce === null && once) {
+    observer?.failedTogether(sorted, started, undefined, signal);
+    return null;
+  }
 
   // The scopes were decided by the caller (`join`): each part is a plain acquire.
   const part: AcquireOptions = { ttl, strategy, renew: renew ?? false, reentrant: false, ...(signal ? { signal } : {}) };

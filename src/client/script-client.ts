@@ -128,12 +128,16 @@ export function isWrongType(error: unknown): boolean {
  * which only some are on the node), or the driver giving up after following redirections
  * (ioredis and node-redis: "Too many Cluster redirections", ioredis's naming the last error).
  * Read from the driver error's message, or its cause's (latchkey's BackendError wraps it). Not
- * an UnreachableError (no reply at all), whatever its last connection error says.
+ * an UnreachableError (no reply at all), whatever its last connection error says; nor ioredis's
+ * redirections whose last error was not a redirection or refusal (TRYAGAIN, MOVED, ASK,
+ * CLUSTERDOWN): "Last error: Error: Connection is closed." is a command that may have run.
  */
 export function isSlotRefusal(error: unknown): boolean {
   if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    if (/\bTRYAGAIN\b|Too many Cluster redirections/i.test(e.message)) return true;
+    const redirections = /Too many Cluster redirections\.?(?:\s*Last error:\s*([\s\S]*))?/i.exec(e.message);
+    if (redirections) return redirections[1] === undefined || /\b(TRYAGAIN|MOVED|ASK|CLUSTERDOWN)\b/.test(redirections[1]);
+    if (/\bTRYAGAIN\b/.test(e.message)) return true;
   }
   return false;
 }

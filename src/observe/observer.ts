@@ -67,6 +67,17 @@ export class Observer {
     this.acquired({ kind: 'lock', key: lease.key, started, contended: false, joined: false, span: undefined }, lease);
   }
 
+  /**
+   * An `acquireAll`/`tryAcquireAll` whose one-step attempt at `keys` (sent at `started`) ended the
+   * call without the locks: busy (`error` undefined: a try that found a key taken), or the error
+   * it rejects with. Each key is recorded with the call's outcome, as its own acquire would be.
+   */
+  failedTogether(keys: readonly string[], started: number, error: unknown, signal: unknown): void {
+    if (error instanceof InvalidOptionError || error instanceof ClosedError) return; // a misuse, as in track
+    const outcome = error === undefined ? 'busy' : outcomeOf(error, signal);
+    for (const key of keys) this.#failed({ kind: 'lock', key, started, contended: outcome === 'busy', joined: false, span: undefined }, outcome, error);
+  }
+
   /** Watches the acquire `acquiring` to its end; resolves or rejects as it does. */
   track<L extends Lease | null>(t: AcquireTrace, acquiring: Promise<L>, signal: unknown): Promise<L> {
     return acquiring.then(

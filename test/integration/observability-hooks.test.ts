@@ -91,6 +91,32 @@ describe('observability: hooks and logger (in-memory backend)', () => {
     }
   });
 
+  it('records a multi-lock whose one-step attempt ends the call: busy for each key of a try, the error of one that failed', async () => {
+    const failed: AcquireFailedEvent[] = [];
+    const store = createMemoryStore();
+    const other = createLocks({ memory: store, prefix: 'h:' });
+    const locks = createLocks({ memory: store, prefix: 'h:', hooks: { acquireFailed: (e) => failed.push(e) } });
+    try {
+      const held = await other.acquire('m2');
+      expect(await locks.tryAcquireAll(['m1', 'm2'])).toBeNull();
+      expect(failed.map((e) => [e.key, e.outcome, e.contended])).toEqual([
+        ['m1', 'busy', true],
+        ['m2', 'busy', true],
+      ]);
+      const stop = new AbortController();
+      stop.abort(new Error('gave up'));
+      await expect(locks.acquireAll(['m1', 'm3'], { signal: stop.signal })).rejects.toThrow('gave up');
+      expect(failed.slice(2).map((e) => [e.key, e.outcome])).toEqual([
+        ['m1', 'aborted'],
+        ['m3', 'aborted'],
+      ]);
+      await held.release();
+    } finally {
+      await locks.close();
+      await other.close();
+    }
+  });
+
   it('counts each lock acquireAll takes, and not a reentrant call that joins its scope\'s lease', async () => {
     const acquired: string[] = [];
     const released: string[] = [];

@@ -40,6 +40,9 @@ describe('isSlotRefusal', () => {
     expect(isSlotRefusal(new Error('CLUSTERDOWN The cluster is down'))).toBe(false);
     expect(isSlotRefusal('TRYAGAIN')).toBe(false);
     expect(isSlotRefusal(new UnreachableError('acquire', 'an attempt', undefined, 10, new Error(TRYAGAIN)))).toBe(false);
+    // ioredis gave up after a closed connection: the command may have been written and run.
+    expect(isSlotRefusal(new Error('Too many Cluster redirections. Last error: Error: Connection is closed.'))).toBe(false);
+    expect(isSlotRefusal(new Error('Too many Cluster redirections. Last error: ReplyError: MOVED 3999 127.0.0.1:6381'))).toBe(true);
   });
 });
 
