@@ -250,11 +250,16 @@ export interface Inbox {
   join(keys: LockKeys): Promise<void>;
   leave(keys: LockKeys): void;
   close(): Promise<void>;
+  /** Optional: true once its connection ended for good (it will not reconnect): a new inbox is opened at the next join. */
+  ended?(): boolean;
 }
 
-/** An inbox that hears every lock from the start (one channel per manager). */
-export function managerInbox(close: () => Promise<void>): Inbox {
-  return { listening: () => true, join: () => Promise.resolve(), leave: () => {}, close };
+/**
+ * An inbox that hears every lock from the start (one channel per manager), until `ended()` says
+ * its connection ended for good.
+ */
+export function managerInbox(close: () => Promise<void>, ended: () => boolean = () => false): Inbox {
+  return { listening: () => !ended(), join: () => Promise.resolve(), leave: () => {}, close, ended };
 }
 
 /**

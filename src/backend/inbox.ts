@@ -63,7 +63,22 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
     await connection.close().catch(() => {});
     throw subscribeError(error);
   }
-  return managerInbox(() => connection.close());
+  // A connection whose retry strategy gave up hears nothing more: the inbox says so (the next
+  // join opens another), and every waiter looks again at once rather than at its recheck.
+  let ended = false;
+  let closing = false;
+  connection.onEnd?.(() => {
+    if (ended || closing) return;
+    ended = true;
+    listener();
+  });
+  return managerInbox(
+    () => {
+      closing = true;
+      return connection.close();
+    },
+    () => ended,
+  );
 }
 
 /**

@@ -42,6 +42,8 @@ export async function watchEveryInbox(
       closed = true;
       await Promise.all(inboxes.map((inbox) => inbox.close().catch(() => {})));
     },
+    // A node's subscriber that ended for good leaves the whole not listening: it is opened again.
+    ended: () => inboxes.some((inbox) => inbox.ended?.() === true),
   };
 }
 

@@ -97,6 +97,16 @@ async function run(lease: Lease, key: string, command: readonly string[], option
     stdio: 'inherit',
     env: { ...process.env, LATCHKEY_KEY: key, LATCHKEY_FENCE: String(lease.fence) },
   });
+  // Listened to before any signal is sent: a kill that fails emits 'error' at once.
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      // A signal that could not be sent (EPERM: a setuid command, say) is no end: the command
+      // still runs, and the lock stays held until it exits. Any other error: it could not start.
+      if (error.syscall === 'kill') say(`could not signal ${command[0]} (${error.message}); waiting for it to exit`);
+      else resolve({ code: null, signal: null, error });
+    });
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
   route.target = (signal) => {
     if (signal === 'SIGINT' && process.stdin.isTTY) return;
     child.kill(signal);
@@ -117,17 +127,7 @@ async function run(lease: Lease, key: string, command: readonly string[], option
   if (lease.signal.aborted) onLost();
   else lease.signal.addEventListener('abort', onLost, { once: true });
 
-  const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-    let spawned = false;
-    child.once('spawn', () => (spawned = true));
-    child.on('error', (error) => {
-      // Before 'spawn' it could not be started: that is its end. After it, a signal could not be
-      // sent (EPERM): the command still runs, and the lock stays held until it exits.
-      if (!spawned) resolve({ code: null, signal: null, error });
-      else say(`could not signal ${command[0]} (${error.message}); waiting for it to exit`);
-    });
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
+  const outcome = await exited;
   // Held to the command's end (as far as this process can tell): a release that then gets no
   // answer does not undo that the command ran under the lock.
   const heldToEnd = lost === undefined && !lease.signal.aborted && lease.timeLeft() > 0;

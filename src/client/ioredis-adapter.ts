@@ -186,6 +186,10 @@ async function ioredisSubscriber(sub: IoredisLike, sharded: boolean, errors: Con
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
+    // ioredis emits 'end' once it will not reconnect (its retryStrategy returned no delay).
+    onEnd: (listener) => {
+      sub.on('end', listener);
+    },
     ...(sharded
       ? {
           onTopologyChange: (listener: () => void) => {

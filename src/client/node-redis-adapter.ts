@@ -151,6 +151,11 @@ async function nodeRedisSubscriber(sub: NodeRedisLike, cluster: boolean, errors:
     onReconnect: (listener) => {
       reconnectListeners.push(listener);
     },
+    // 'terminated': its reconnectStrategy gave up (node-redis 6); 'end': it was closed.
+    onEnd: (listener) => {
+      sub.on('terminated', listener);
+      sub.on('end', listener);
+    },
     ...(cluster
       ? {
           onTopologyChange: (listener: () => void) => {

@@ -39,8 +39,8 @@ export interface ScriptClient {
   scan(match: string): Promise<string[]>;
   /**
    * A new connection in subscriber mode, made from the user's client's own options (TLS, ACL
-   * user). `signal` aborts its making (the manager was closed): a connection still connecting is
-   * destroyed, and the promise rejects.
+   * user). `signal` aborts its making (the manager was closed): the promise rejects, and a
+   * connection that waits to connect is destroyed at once (node-redis) or closed once made.
    */
   createSubscriber(signal?: AbortSignal): Promise<SubscriberConnection>;
   /**
@@ -68,6 +68,11 @@ export interface SubscriberConnection {
   onMessage(listener: (channel: string, message: string) => void): void;
   /** Called when the connection is ready again after a reconnect: messages may have been missed meanwhile. */
   onReconnect(listener: () => void): void;
+  /**
+   * Optional: called when the connection ended for good and will not reconnect (the retry
+   * strategy it copied from the user's client gave up), or was closed.
+   */
+  onEnd?(listener: () => void): void;
   /**
    * Cluster only, optional: called when sharded subscriptions may have moved or been dropped (the
    * client refreshed its slots, a node connected or went away, a `sunsubscribe` push or a MOVED

@@ -69,13 +69,16 @@ export class Observer {
 
   /**
    * An `acquireAll`/`tryAcquireAll` whose one-step attempt at `keys` (sent at `started`) ended the
-   * call without the locks: busy (`error` undefined: a try that found a key taken), or the error
-   * it rejects with. Each key is recorded with the call's outcome, as its own acquire would be.
+   * call without the locks: busy (`error` undefined: a try that found one of them taken), or the
+   * error it rejects with. The outcome is the call's, recorded for each of its keys (a busy try
+   * counts every key busy and contended: the attempt does not say which was taken); a quorum
+   * failure is reported once. No acquire span: there is one call, not one per key.
    */
   failedTogether(keys: readonly string[], started: number, error: unknown, signal: unknown): void {
     if (error instanceof InvalidOptionError || error instanceof ClosedError) return; // a misuse, as in track
     const outcome = error === undefined ? 'busy' : outcomeOf(error, signal);
-    for (const key of keys) this.#failed({ kind: 'lock', key, started, contended: outcome === 'busy', joined: false, span: undefined }, outcome, error);
+    for (const key of keys) this.#failed({ kind: 'lock', key, started, contended: outcome === 'busy', joined: false, span: undefined }, outcome, error, false);
+    if (error instanceof QuorumError && keys.length > 0) this.quorumFailed('lock', keys[0]!, error.outcome);
   }
 
   /** Watches the acquire `acquiring` to its end; resolves or rejects as it does. */
@@ -106,12 +109,12 @@ export class Observer {
     this.#events?.acquired(t.kind, t.key, lease.fence, ms, t.contended);
   }
 
-  #failed(t: AcquireTrace, outcome: Exclude<AcquireOutcome, 'acquired'>, error: unknown): void {
+  #failed(t: AcquireTrace, outcome: Exclude<AcquireOutcome, 'acquired'>, error: unknown, quorum = true): void {
     const ms = now() - t.started;
     this.#metrics?.acquireEnded(t.kind, t.key, outcome, ms, t.contended);
     if (t.span) endFailed(t.span, outcome, t.contended, error);
     this.#events?.acquireFailed(t.kind, t.key, outcome, ms, t.contended, error);
-    if (error instanceof QuorumError) this.quorumFailed(t.kind, t.key, error.outcome);
+    if (quorum && error instanceof QuorumError) this.quorumFailed(t.kind, t.key, error.outcome);
   }
 
   /** A lease ended: released, or lost (its `lostError` says why). (Hot, as `acquired` is.) */

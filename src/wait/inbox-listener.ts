@@ -53,8 +53,14 @@ export class InboxListener {
     this.#ready?.leave(keys);
   }
 
-  /** Opens the inbox once; later calls share it. */
+  /** Opens the inbox once; later calls share it (a new one once its connection ended for good). */
   open(): Promise<Inbox> {
+    const dead = this.#ready;
+    if (dead?.ended?.()) {
+      this.#inbox = undefined;
+      this.#ready = undefined;
+      void dead.close().catch(() => {});
+    }
     if (!this.#inbox) {
       const opening = this.#backend.watchInbox(this.#managerId, (member, fence) => this.#deliver(member, fence));
       opening.then(
@@ -72,13 +78,16 @@ export class InboxListener {
 
   /**
    * Closes the inbox if it opened. One still opening is not waited for (a subscriber that cannot
-   * connect may never finish): the backend's close, which follows, ends it and closes its connection.
+   * connect may never finish): it is closed when it opens, and a Redis backend's close, which
+   * follows, ends its opening at once.
    */
   async close(): Promise<void> {
     const opened = this.#ready;
+    const opening = this.#inbox;
     this.#inbox = undefined;
     this.#ready = undefined;
-    await opened?.close();
+    if (opened) await opened.close();
+    else void opening?.then((inbox) => inbox.close(), () => {});
   }
 
   #deliver(member: string | undefined, fence: number | undefined): void {

@@ -188,6 +188,38 @@ describe('the subscriber connection latchkey makes from the client', () => {
     }
   });
 
+  it('ioredis whose retryStrategy gives up: a subscriber dropped for good is replaced at the next wait, which hears its grant', async () => {
+    const prefix = uniquePrefix();
+    const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
+    const client = new Redis(redis.server.port, '127.0.0.1', { retryStrategy: () => null });
+    client.on('error', () => {});
+    const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
+    // The holder's TTL and the waiter's recheck are far: only a grant it hears gets it the lock in time.
+    const waitOnce = async (name: string): Promise<void> => {
+      const holder = await holderLocks.acquire(name, { ttl: 30_000 });
+      const waiting = waiterLocks.acquire(name, { wait: 5_000 });
+      while ((await redis.raw.zcard(`${prefix}{${name}}:queue`)) === 0) await new Promise((r) => setTimeout(r, 2));
+      await holder.release();
+      // Handed to the waiter in the release (its inbox heard): not free for another caller.
+      expect(await holderLocks.tryAcquire(name, { ttl: 30_000 })).toBeNull();
+      await (await waiting).release();
+    };
+    const subscribers = async (): Promise<string[]> =>
+      [...((await redis.raw.client('LIST')) as string).matchAll(/^id=(\d+) .*\bsub=[1-9]/gm)].map((m) => m[1]!);
+    try {
+      const before = new Set(await subscribers());
+      await waitOnce('first'); // opens the subscriber
+      const made = (await subscribers()).filter((id) => !before.has(id));
+      expect(made).toHaveLength(1);
+      // Drop it: with the retryStrategy it copied from the client, it does not reconnect.
+      await redis.raw.client('KILL', 'ID', made[0]!);
+      await waitOnce('second');
+    } finally {
+      await waiterLocks.close();
+      client.disconnect();
+    }
+  });
+
   it('node-redis: close() ends a subscriber that cannot connect (Redis refuses it) and leaves it closed', async () => {
     const own = await RedisServer.start();
     const raw = new Redis(own.port, '127.0.0.1');
