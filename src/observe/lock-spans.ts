@@ -14,6 +14,12 @@ export class LockSpans {
   readonly #attributes: AttributeSets;
   /** The `latchkey.hold` span of each lease held, from its grant to its release or loss. */
   readonly #holds = new WeakMap<Lease, Span>();
+  /**
+   * The `latchkey.release` spans whose reply found the lease gone or taken: the lease looks up
+   * why (a forced release leaves a note) before it ends, and its end finishes them, with that
+   * reason, just before its hold span.
+   */
+  readonly #releasesLost = new WeakMap<Lease, () => void>();
 
   constructor(tracer: Tracer, attributes: AttributeSets) {
     this.#tracer = tracer;
@@ -34,6 +40,11 @@ export class LockSpans {
 
   /** `lease` was released, or `lost`: its `latchkey.hold` span ends. */
   endHold(lease: Lease, end: LeaseEnd, lost: LeaseLostError | undefined): void {
+    const release = this.#releasesLost.get(lease);
+    if (release) {
+      this.#releasesLost.delete(lease);
+      release();
+    }
     const span = this.#holds.get(lease);
     if (!span) return;
     this.#holds.delete(lease);
@@ -63,20 +74,27 @@ export class LockSpans {
     const hold = this.#holds.get(lease);
     const parent = hold ? trace.setSpan(context.active(), hold) : context.active();
     const span = this.#tracer.startSpan('latchkey.release', { attributes: { ...this.#attributes.of(kind, lease.key) } }, parent);
+    let reply: R;
     try {
-      const reply = await release();
-      // A lease lost first (its validity ran out) is reported lost by its release, whatever the reply.
-      const lost = lease.lostError?.reason ?? (typeof reply === 'string' && reply !== 'ok' ? reply : undefined);
-      span.setAttribute('latchkey.outcome', lost ? 'lost' : 'released');
-      if (lost) span.setAttribute('latchkey.lost.reason', lost);
-      return reply;
+      reply = await release();
     } catch (error) {
       span.setAttributes({ 'latchkey.outcome': 'error', 'error.type': errorType(error) });
       span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(error) });
-      throw error;
-    } finally {
       span.end();
+      throw error;
     }
+    // A lease lost first (its validity ran out) is reported lost by its release, whatever the reply.
+    const replied = typeof reply === 'string' && reply !== 'ok' ? reply : undefined;
+    const finish = (): void => {
+      const lost = lease.lostError?.reason ?? replied;
+      span.setAttribute('latchkey.outcome', lost ? 'lost' : 'released');
+      if (lost) span.setAttribute('latchkey.lost.reason', lost);
+      span.end();
+    };
+    // Gone or taken, and not lost before: the lease's end says why (forced, or not).
+    if (replied && !lease.lostError) this.#releasesLost.set(lease, finish);
+    else finish();
+    return reply;
   }
 }
 

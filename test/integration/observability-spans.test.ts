@@ -122,6 +122,28 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
     }
   });
 
+  it('names a forced release as forced in the release span too, as in the hold span: the release ends first', async () => {
+    const { exporter, tracerProvider } = tracerSetup();
+    const client = new Redis(redis.server.port, '127.0.0.1');
+    const prefix = uniquePrefix();
+    const locks = createLocks({ redis: client, prefix, tracerProvider });
+    const operator = createLocks({ redis: client, prefix });
+    try {
+      const lease = await locks.acquire('jobs:forced');
+      expect(await operator.forceRelease('jobs:forced')).toMatchObject({ name: 'jobs:forced', held: true });
+      await expect(lease.release()).rejects.toMatchObject({ name: 'LeaseLostError', reason: 'forced' });
+      const spans = exporter.getFinishedSpans().filter((s) => s.name !== 'latchkey.acquire');
+      expect(spans.map((s) => s.name)).toEqual(['latchkey.release', 'latchkey.hold']);
+      expect(spans[0]!.attributes).toMatchObject({ 'latchkey.outcome': 'lost', 'latchkey.lost.reason': 'forced' });
+      expect(spans[1]!.attributes).toMatchObject({ 'latchkey.lease.end': 'lost', 'latchkey.lost.reason': 'forced' });
+    } finally {
+      await operator.close();
+      await locks.close();
+      client.disconnect();
+      await tracerProvider.shutdown();
+    }
+  });
+
   it('records the release of a lease whose validity ran out unwatched as lost (expired), though it deleted the key still there', async () => {
     const { exporter, tracerProvider } = tracerSetup();
     const client = new Redis(redis.server.port, '127.0.0.1');
