@@ -101,10 +101,11 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           if (reply.acquired) floors.saw(keys, reply.fence); // a straggler's counter, often the highest after a lock's first acquire
           const keep = decided === 'pending' || (decided === 'won' && lateReplies.isLive(token));
           if (!reply.acquired || keep) return;
-          if (lateReplies.givesBack(sent, index, attempt, nodes[index]!.resends)) nodes[index]!.release(keys, token).catch(() => {});
+          if (lateReplies.tracks(token, sent) && lateReplies.givesBack(sent, index, attempt, nodes[index]!.resends)) nodes[index]!.release(keys, token).catch(() => {});
         },
         () => lateReplies.replied(token, sent),
       );
+      lateReplies.sentAll(token, sent);
       // The steady state first: a majority voted for and issued one fence, the highest (the
       // counters agree): nothing to raise and no outcome to build.
       const agreed = agreedFence(answers, quorum);

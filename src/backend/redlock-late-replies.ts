@@ -45,7 +45,8 @@ export class LateReplies {
     let sent = this.#inFlight.get(token);
     if (!sent) {
       // Replies that never come (a node black-holed for good) leave records: bounded. An
-      // attempt whose record is dropped is never given back when it answers: only a TTL's delay.
+      // attempt whose record is dropped is never given back when it answers (see `tracks`): its
+      // key only waits for its TTL.
       if (this.#inFlight.size >= IN_FLIGHT_KEPT) this.#inFlight.clear();
       sent = { last: [], resends: [], outstanding: 0 };
       this.#inFlight.set(token, sent);
@@ -67,7 +68,28 @@ export class LateReplies {
 
   /** One of `token`'s replies came (or failed): the record goes once none is outstanding. */
   replied(token: string, sent: SentAttempts): void {
-    if (--sent.outstanding === 0 && this.#inFlight.get(token) === sent) this.#inFlight.delete(token);
+    if (--sent.outstanding === 0) this.#forgetIdle(token, sent);
+  }
+
+  /**
+   * The attempt's fan-out is over: a record with nothing outstanding goes (every node was skipped
+   * as hung, so no reply will ever delete it: such records piled up until the map was cleared).
+   */
+  sentAll(token: string, sent: SentAttempts): void {
+    if (sent.outstanding === 0) this.#forgetIdle(token, sent);
+  }
+
+  /**
+   * Whether `sent` is still `token`'s record. One dropped when the map was full no longer knows
+   * of the attempts sent after it, nor of the releases sent behind them: a late reply read
+   * against it could release a later attempt's key. Such a reply is left to its TTL.
+   */
+  tracks(token: string, sent: SentAttempts): boolean {
+    return this.#inFlight.get(token) === sent;
+  }
+
+  #forgetIdle(token: string, sent: SentAttempts): void {
+    if (this.#inFlight.get(token) === sent) this.#inFlight.delete(token);
   }
 
   /**
