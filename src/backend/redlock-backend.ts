@@ -54,8 +54,8 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
    * Lifts the counters of the voters that issued less than `fence`; true as soon as a majority
    * is at `fence` or above, false when that can no longer happen or at the timeout.
    */
-  async function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<boolean> {
-    const atFence = await each(
+  async function raise(keys: LockKeys, fences: (number | undefined)[], fence: number, ttl: number): Promise<Answer<boolean>[]> {
+    return each(
       timeoutFor(ttl),
       'skip',
       (node, i) => {
@@ -66,7 +66,6 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
       },
       (raised) => raised,
     );
-    return atFence.filter((a) => a.ok && a.value).length >= quorum;
   }
 
   return {
@@ -128,18 +127,29 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
         ttls.push(a.value.ttl);
         return { node, vote: 'against', ttl: a.value.ttl };
       });
-      const outcome = tally('acquire', quorum, votes);
+      let outcome = tally('acquire', quorum, votes);
       // The highest fence issued, won or not: the next attempt's floor lifts the nodes below it.
       const fence = Math.max(...fences.filter((f): f is number => f !== undefined));
       if (outcome.for > 0) floors.saw(keys, fence);
       if (outcome.for >= quorum) {
         // Won, but fewer than a majority issued the highest fence (agreedFence above): the others are raised to it.
-        if (await raise(keys, fences, fence, ttl)) {
+        const raised = await raise(keys, fences, fence, ttl);
+        if (raised.filter((a) => a.ok && a.value).length >= quorum) {
           decided = 'won';
           lateReplies.remember(token, ttl);
           if (queue) leaveWhere(nodes, keys, token, queue.member, answers);
           return { acquired: true, fence };
         }
+        // The raise reached no majority: a voter it failed on counts as a node error, not a vote
+        // for (the outcome is then undecided, a QuorumError at the end, not a lock held).
+        outcome = tally(
+          'acquire',
+          quorum,
+          votes.map((v, i): NodeVote => {
+            const r = raised[i];
+            return v.vote === 'for' && !(r?.ok && r.value) ? { node: v.node, vote: 'error', error: r && !r.ok ? r.error : new Error('the fence raise failed') } : v;
+          }),
+        );
       }
       decided = 'lost';
       releaseEverywhere(keys, token);

@@ -6,13 +6,15 @@
  */
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { createLocks, InvalidOptionError, LeaseLostError, LockTimeoutError, UnsupportedError } from '../../src/index.js';
+import { createLocks, InvalidOptionError, LeaseLostError, LockTimeoutError, QuorumError, UnsupportedError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
-import { uniquePrefix } from '../helpers/fixtures.js';
+import { raiseFenceScript } from '../../src/lua/scripts.generated.js';
+import { FaultProxy } from '../faults/proxy.js';
+import { managerOver, uniquePrefix } from '../helpers/fixtures.js';
 import { eventually, useRedlockNodes } from '../helpers/redlock-nodes.js';
 import { aborted } from '../contract/lock-contract.js';
 
-const { raws, redlock } = useRedlockNodes(3);
+const { servers, raws, cleanup, redlock } = useRedlockNodes(3);
 
 const fenceOn = async (raw: Redis, prefix: string, name: string): Promise<number> =>
   Number((await raw.get(lockKeys(prefix, name).fence)) ?? 0);
@@ -98,6 +100,33 @@ describe('Redlock', () => {
     expect((timedOut as Error).message).toMatch(/1 of 3 nodes voted for, 2 needed/);
     // The node it did win was given back (the release is sent, not waited for).
     expect(await eventually(async () => (await raws[2]!.exists(key)) === 0)).toBe(true);
+  });
+
+  it('a majority that voted for but whose fence could not be raised is undecided (a QuorumError naming the node), not a lock held', async () => {
+    const prefix = uniquePrefix();
+    const proxy = await FaultProxy.start(servers[0]!.port);
+    try {
+      const options = { maxRetriesPerRequest: 0, retryStrategy: () => 50, autoResendUnfulfilledCommands: false };
+      const clients = [proxy.port, servers[1]!.port, servers[2]!.port].map((port) => new Redis(port, '127.0.0.1', options));
+      const locks = managerOver(cleanup, clients, { prefix, redlock: clients });
+      const keys = lockKeys(prefix, 'raise');
+      // Node 1 issues a fence far above node 0's clock (node 0 has no counter: it issues its
+      // clock), so node 0 must be raised to it; node 2 is held by another owner.
+      await raws[1]!.set(keys.fence, String(Date.now() * 1000 + 1e12));
+      await raws[2]!.set(keys.lock, 'someone-else', 'PX', 10_000);
+      const reset = proxy.resetOn(raiseFenceScript.sha, { forward: false }); // the raise never runs on node 0
+      const error: unknown = await locks.tryAcquire('raise').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(await reset).toBe(true);
+      expect(error).toBeInstanceOf(QuorumError);
+      expect((error as QuorumError).outcome.votes.map((v) => v.vote)).toEqual(['error', 'for', 'against']);
+      // Nothing of it is left where it voted for.
+      expect(await eventually(async () => (await raws[0]!.exists(keys.lock)) + (await raws[1]!.exists(keys.lock)) === 0)).toBe(true);
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it('extend needs a majority: a lease deleted on two nodes is lost, and the third copy is given back', async () => {
