@@ -46,7 +46,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
     const sent = lateReplies.inFlight(token);
     nodes.forEach((node, index) => {
       lateReplies.releaseSent(sent, index);
-      node.release(keys, token).catch(() => {});
+      each.sendOne(index, () => node.release(keys, token));
     });
   };
 
@@ -100,7 +100,7 @@ export function redlockBackend(nodes: readonly RedisBackend[], settings: Redlock
           if (reply.acquired) floors.saw(keys, reply.fence); // a straggler's counter, often the highest after a lock's first acquire
           const keep = decided === 'pending' || (decided === 'won' && lateReplies.isLive(token));
           if (!reply.acquired || keep) return;
-          if (lateReplies.tracks(token, sent) && lateReplies.givesBack(sent, index, attempt, nodes[index]!.resends)) nodes[index]!.release(keys, token).catch(() => {});
+          if (lateReplies.tracks(token, sent) && lateReplies.givesBack(sent, index, attempt, nodes[index]!.resends)) each.sendOne(index, () => nodes[index]!.release(keys, token));
         },
         () => lateReplies.replied(token, sent),
       );

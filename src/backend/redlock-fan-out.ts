@@ -69,7 +69,7 @@ export function fanOut(nodes: readonly RedisBackend[], quorum: number) {
    * node when it wakes). `settled` is told of every reply and failure of a call made, on time
    * or late (after `late`).
    */
-  return function each<T>(
+  function each<T>(
     ms: number,
     hung: 'skip' | 'send',
     call: (node: RedisBackend, index: number) => Promise<T>,
@@ -144,5 +144,27 @@ export function fanOut(nodes: readonly RedisBackend[], quorum: number) {
         );
       });
     });
-  };
+  }
+
+  /**
+   * Sends `call` to node `index` without waiting for it: a release nobody waits for (a lost
+   * attempt's, a late reply's give-back). A hung node gets it only while fewer than
+   * MAX_QUEUED_TO_HUNG such commands are unanswered there, as `each` sends releases: past that,
+   * its keys expire by their TTL, and a black-holed connection does not grow without end.
+   */
+  function sendOne(index: number, call: () => Promise<unknown>): void {
+    if (hungSince[index] === undefined) {
+      call().catch(() => {});
+      return;
+    }
+    if (queuedToHung[index]! >= MAX_QUEUED_TO_HUNG) return;
+    queuedToHung[index]!++;
+    call()
+      .catch(() => {})
+      .finally(() => {
+        queuedToHung[index]!--;
+      });
+  }
+
+  return Object.assign(each, { sendOne });
 }
