@@ -134,14 +134,18 @@ export function isWrongType(error: unknown): boolean {
  * (ioredis and node-redis: "Too many Cluster redirections", ioredis's naming the last error).
  * Read from the driver error's message, or its cause's (latchkey's BackendError wraps it). Not
  * an UnreachableError (no reply at all), whatever its last connection error says; nor ioredis's
- * redirections whose last error was not a redirection or refusal (TRYAGAIN, MOVED, ASK,
- * CLUSTERDOWN): "Last error: Error: Connection is closed." is a command that may have run.
+ * redirections whose last error was the connection's, not a node's reply ("Last error: Error:
+ * Connection is closed.", a reset, a timeout): that command may have been written and run. A
+ * reply (TRYAGAIN, MOVED, ASK, CLUSTERDOWN, NOSCRIPT from a node the slot moved to) is a refusal.
  */
+/** A connection's own failure, after which a command written to it may have run. */
+const CONNECTION_LOST = /Connection is closed|ECONNRESET|EPIPE|ETIMEDOUT|timed out/i;
+
 export function isSlotRefusal(error: unknown): boolean {
   if ((error as { code?: unknown } | undefined)?.code === 'UNREACHABLE') return false;
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
     const redirections = /Too many Cluster redirections\.?(?:\s*Last error:\s*([\s\S]*))?/i.exec(e.message);
-    if (redirections) return redirections[1] === undefined || /\b(TRYAGAIN|MOVED|ASK|CLUSTERDOWN)\b/.test(redirections[1]);
+    if (redirections) return !CONNECTION_LOST.test(redirections[1] ?? '');
     if (/\bTRYAGAIN\b/.test(e.message)) return true;
   }
   return false;
