@@ -98,9 +98,10 @@ export class LockSpans {
   }
 }
 
-/** Ends the `latchkey.acquire` span of an acquire that got a lease with fence `fence`. */
-export function endAcquired(span: Span, contended: boolean, fence: number): void {
+/** Ends the `latchkey.acquire` span of an acquire that got a lease with fence `fence` (`reentrant`: by joining its scope's lease). */
+export function endAcquired(span: Span, contended: boolean, fence: number, reentrant = false): void {
   span.setAttributes({ 'latchkey.outcome': 'acquired', 'latchkey.contended': contended, 'latchkey.fence': fence });
+  if (reentrant) span.setAttribute('latchkey.reentrant', true);
   span.end();
 }
 

@@ -85,15 +85,19 @@ export class Observer {
   track<L extends Lease | null>(t: AcquireTrace, acquiring: Promise<L>, signal: unknown): Promise<L> {
     return acquiring.then(
       (lease) => {
-        if (t.joined) t.span?.end();
-        else if (lease) this.acquired(t, lease);
+        if (t.joined) {
+          // A reentrant call that joined its scope's lease: no acquire of its own, but its span says what it got.
+          if (t.span && lease) endAcquired(t.span, false, lease.fence, true);
+          else t.span?.end();
+        } else if (lease) this.acquired(t, lease);
         else this.#failed(t, 'busy', undefined);
         return lease;
       },
       (error: unknown) => {
-        // A misuse (bad options, a closed manager) is the caller's bug, not a lock's outcome.
+        // A misuse (bad options, a closed manager) is the caller's bug, not a lock's outcome: not
+        // counted, but its span says why it got nothing.
         if (!(error instanceof InvalidOptionError || error instanceof ClosedError)) this.#failed(t, outcomeOf(error, signal), error);
-        else t.span?.end();
+        else if (t.span) endFailed(t.span, 'error', false, error);
         throw error;
       },
     );

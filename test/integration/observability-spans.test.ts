@@ -122,6 +122,29 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
     }
   });
 
+  it('gives every acquire span an outcome: a reentrant call that joined its scope, and a misuse (with its error type)', async () => {
+    const { exporter, tracerProvider } = tracerSetup();
+    const client = new Redis(redis.server.port, '127.0.0.1');
+    const locks = createLocks({ redis: client, prefix: uniquePrefix(), tracerProvider, reentrant: true });
+    try {
+      await locks.withLock('jobs:outer', async (outer) => {
+        const inner = await locks.acquire('jobs:outer'); // joins the scope's lease
+        expect(inner.fence).toBe(outer.fence);
+        await inner.release();
+      });
+      await expect(locks.acquire('')).rejects.toMatchObject({ code: 'INVALID_OPTION' });
+      const acquires = exporter.getFinishedSpans().filter((s) => s.name === 'latchkey.acquire');
+      expect(acquires.map((s) => s.attributes['latchkey.outcome'])).toEqual(['acquired', 'acquired', 'error']);
+      expect(acquires.map((s) => s.attributes['latchkey.reentrant'] ?? false)).toEqual([false, true, false]);
+      expect(acquires[1]!.attributes['latchkey.fence']).toBe(acquires[0]!.attributes['latchkey.fence']);
+      expect(acquires[2]!.attributes['error.type']).toBe('INVALID_OPTION');
+    } finally {
+      await locks.close();
+      client.disconnect();
+      await tracerProvider.shutdown();
+    }
+  });
+
   it('names a forced release as forced in the release span too, as in the hold span: the release ends first', async () => {
     const { exporter, tracerProvider } = tracerSetup();
     const client = new Redis(redis.server.port, '127.0.0.1');
