@@ -1,5 +1,5 @@
 import type { ScriptClient } from '../client/script-client.js';
-import { BackendError, ClosedError, UnsupportedError } from '../errors.js';
+import { BackendError, UnsupportedError } from '../errors.js';
 import { DEFAULT_PREFIX, inboxPrefix, type LockKeys } from '../keys.js';
 import { asInteger, runScript } from '../lua/run-script.js';
 import {
@@ -10,7 +10,7 @@ import {
   leaveScript,
 } from '../lua/scripts.generated.js';
 import { FENCE_RETENTION, type Backend, type OwnershipReply, type ReleaseReply } from './backend.js';
-import { closedIfLate, openInbox, trackInboxes } from './inbox.js';
+import { openInbox, trackInboxes } from './inbox.js';
 import { oneClientCalls } from './one-client-calls.js';
 import { acquireReply, asSnapshot } from './redis-calls.js';
 
@@ -52,7 +52,6 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
   // The prefix is often "" in this mode: the inbox channels keep latchkey's own, not a bare "inbox:".
   const inboxes = inboxPrefix(prefix === '' ? DEFAULT_PREFIX : prefix);
   const inboxCloser = trackInboxes();
-  const closing = new AbortController();
 
   return {
     name: `redis compat ${mode}${ready ? ` (${ready.driver})` : ''}`,
@@ -107,12 +106,11 @@ export function compatBackend(client: ScriptClient | Promise<ScriptClient>, pref
       );
     },
     async watchInbox(managerId, listener) {
-      const { signal } = closing;
-      return closedIfLate(inboxCloser.track(await openInbox(ready ?? (await connect()), inboxes + managerId, listener, signal)), signal);
+      const client = ready ?? (await connect());
+      return inboxCloser.open((signal) => openInbox(client, inboxes + managerId, listener, signal));
     },
     async close() {
-      closing.abort(new ClosedError()); // an inbox still opening ends now, its connection closed
-      await inboxCloser.closeAll();
+      await inboxCloser.closeAll(); // an inbox still opening ends too, its connection closed
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },

@@ -1,5 +1,5 @@
 import { unlessAborted, type ScriptClient, type SubscriberConnection } from '../client/script-client.js';
-import { BackendError } from '../errors.js';
+import { BackendError, ClosedError } from '../errors.js';
 import type { LockKeys } from '../keys.js';
 import { runScript } from '../lua/run-script.js';
 import { inboxListenersScript } from '../lua/scripts.generated.js';
@@ -215,38 +215,38 @@ function lockChannel(keys: LockKeys): LockChannel {
 }
 
 /**
- * `inbox`, unless the backend was closed (`signal` aborted) while it opened: then it is closed,
- * and the call rejects with the close's reason. (One that opened before the close is closed by
- * the close itself: see trackInboxes.)
+ * The inboxes a backend opens, so that its close() closes those still open and ends those still
+ * opening: `open(opening)` hands `opening` the signal that `closeAll()` aborts (a subscriber that
+ * cannot connect is given up), and an inbox that opens after the close is closed at once (the call
+ * rejects with a ClosedError). An inbox's close also forgets it, and runs once whoever asks first.
  */
-export async function closedIfLate(inbox: Inbox, signal: AbortSignal): Promise<Inbox> {
-  if (!signal.aborted) return inbox;
-  await inbox.close().catch(() => {});
-  throw signal.reason;
-}
-
-/**
- * The inboxes a backend opened, so that its close() closes those still open. `track` returns the
- * inbox with a close that also forgets it.
- */
-export function trackInboxes(): { track(inbox: Inbox): Inbox; closeAll(): Promise<void> } {
-  const open = new Set<() => Promise<void>>();
+export function trackInboxes(): { open(opening: (signal: AbortSignal) => Promise<Inbox>): Promise<Inbox>; closeAll(): Promise<void> } {
+  const opened = new Set<() => Promise<void>>();
+  const closing = new AbortController();
+  const track = (inbox: Inbox): Inbox => {
+    let closed: Promise<void> | undefined;
+    const close = (): Promise<void> => (closed ??= inbox.close());
+    opened.add(close);
+    return {
+      ...inbox,
+      close: async () => {
+        opened.delete(close);
+        await close();
+      },
+    };
+  };
   return {
-    track(inbox) {
-      let closing: Promise<void> | undefined;
-      const close = (): Promise<void> => (closing ??= inbox.close()); // closed once, whoever asks first
-      open.add(close);
-      return {
-        ...inbox,
-        close: async () => {
-          open.delete(close);
-          await close();
-        },
-      };
+    async open(opening) {
+      const { signal } = closing;
+      const inbox = track(await opening(signal));
+      if (!signal.aborted) return inbox;
+      await inbox.close().catch(() => {});
+      throw signal.reason;
     },
     async closeAll() {
-      await Promise.all([...open].map((close) => close().catch(() => {})));
-      open.clear();
+      closing.abort(new ClosedError());
+      await Promise.all([...opened].map((close) => close().catch(() => {})));
+      opened.clear();
     },
   };
 }

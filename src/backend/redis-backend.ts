@@ -1,5 +1,5 @@
 import { isClientTimeout, type ScriptClient } from '../client/script-client.js';
-import { BackendError, ClosedError, ReplicationError } from '../errors.js';
+import { BackendError, ReplicationError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import type { LuaScript } from '../lua/lua-script.js';
 import { asInteger, runScript, runScriptReplicated } from '../lua/run-script.js';
@@ -28,7 +28,7 @@ import { readEvictionPolicy, type EvictionPolicyReport } from './eviction-policy
 import { extendManyBySlot, keepQueuedBySlot } from './cluster-batches.js';
 import { extendManyOn } from './extend-many.js';
 import { LateAcquires } from './late-acquires.js';
-import { closedIfLate, lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
+import { lockInboxPrefix, openInbox, openLockInbox, trackInboxes } from './inbox.js';
 import { oneClientCalls } from './one-client-calls.js';
 import { acquireCall, acquireReply, asSnapshot, keepQueuedCall, keepReplies, ownership, parseAcquire, parseRelease, parseSemaphoreRelease, parseWakeRelease, releaseArgs, type ScriptCall } from './redis-calls.js';
 
@@ -133,7 +133,6 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
   }
   const inboxes = inboxPrefix(prefix);
   const inboxCloser = trackInboxes();
-  const closing = new AbortController();
   /** Where a release (or a semaphore script) tells a waiter: the inbox prefix, and "1" to SPUBLISH (Cluster). */
   const publishArgs = (client: ScriptClient, keys: LockKeys): [string, string] =>
     client.cluster ? [lockInboxPrefix(keys), '1'] : [inboxes, '0'];
@@ -339,15 +338,10 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
     },
     async watchInbox(managerId, listener) {
       const client = ready ?? (await connect());
-      const { signal } = closing;
-      return closedIfLate(
-        inboxCloser.track(client.cluster ? await openLockInbox(client, managerId, listener, undefined, signal) : await openInbox(client, inboxes + managerId, listener, signal)),
-        signal,
-      );
+      return inboxCloser.open((signal) => (client.cluster ? openLockInbox(client, managerId, listener, undefined, signal) : openInbox(client, inboxes + managerId, listener, signal)));
     },
     async close() {
-      closing.abort(new ClosedError()); // an inbox still opening ends now, its connection closed
-      await inboxCloser.closeAll();
+      await inboxCloser.closeAll(); // an inbox still opening ends too, its connection closed
       const c = ready ?? (await pending?.catch(() => undefined));
       await c?.close();
     },

@@ -115,16 +115,7 @@ export function fanOut(nodes: readonly RedisBackend[], quorum: number) {
       nodes.forEach((node, index) => {
         const since = hungSince[index];
         if (since !== undefined && t - probedAt[index]! < PROBE_EVERY) {
-          // Sent without waiting, up to a bound: a black-holed connection must not grow without end.
-          if (hung === 'send' && queuedToHung[index]! < MAX_QUEUED_TO_HUNG) {
-            queuedToHung[index]!++;
-            call(node, index)
-              .catch(() => {})
-              .finally(() => {
-                queuedToHung[index]!--;
-                settled?.();
-              });
-          }
+          if (hung === 'send') queueToHung(index, () => call(node, index), settled);
           answer(index, { ok: false, error: new NodeHungError(since) });
           return;
         }
@@ -153,16 +144,22 @@ export function fanOut(nodes: readonly RedisBackend[], quorum: number) {
    * its keys expire by their TTL, and a black-holed connection does not grow without end.
    */
   function sendOne(index: number, call: () => Promise<unknown>): void {
-    if (hungSince[index] === undefined) {
-      call().catch(() => {});
-      return;
-    }
+    if (hungSince[index] === undefined) call().catch(() => {});
+    else queueToHung(index, call);
+  }
+
+  /**
+   * Sends `call` to hung node `index` without waiting for it, up to a bound: a black-holed
+   * connection must not grow without end. `after` runs once it settled (not when over the bound).
+   */
+  function queueToHung(index: number, call: () => Promise<unknown>, after?: () => void): void {
     if (queuedToHung[index]! >= MAX_QUEUED_TO_HUNG) return;
     queuedToHung[index]!++;
     call()
       .catch(() => {})
       .finally(() => {
         queuedToHung[index]!--;
+        after?.();
       });
   }
 

@@ -89,7 +89,7 @@ export class LateReplies {
   }
 
   #forgetIdle(token: string, sent: SentAttempts): void {
-    if (this.#inFlight.get(token) === sent) this.#inFlight.delete(token);
+    if (this.tracks(token, sent)) this.#inFlight.delete(token);
   }
 
   /**

@@ -8,7 +8,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import { createLocks, LockTimeoutError } from '../../src/index.js';
+import { createLocks, LockTimeoutError, type Locks } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
 import { pastValidity } from '../contract/lease-end-contract.js';
 import { uniquePrefix, useRedisServer } from '../helpers/fixtures.js';
@@ -16,11 +16,20 @@ import { uniquePrefix, useRedisServer } from '../helpers/fixtures.js';
 const redis = useRedisServer();
 
 describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
-  /** A tracer provider whose finished spans are kept by the SDK's in-memory exporter. */
+  /**
+   * A tracer provider whose finished spans are kept by the SDK's in-memory exporter, a client of
+   * the test's server, and `end(...managers)`: closes them, then the client and the provider.
+   */
   function tracerSetup() {
     const exporter = new InMemorySpanExporter();
     const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-    return { exporter, tracerProvider };
+    const client = new Redis(redis.server.port, '127.0.0.1');
+    const end = async (...managers: Locks[]): Promise<void> => {
+      for (const manager of managers) await manager.close();
+      client.disconnect();
+      await tracerProvider.shutdown();
+    };
+    return { exporter, tracerProvider, client, end };
   }
   /** Everything a span carries that could leak: attributes, events and their attributes, status. */
   const spanText = (spans: ReadableSpan[]): string =>
@@ -28,8 +37,7 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
   const hrMs = ([seconds, nanos]: [number, number]): number => seconds * 1000 + nanos / 1e6;
 
   it('records acquire, hold and release as spans: the release a child of the hold, renewals as events of the hold, no lock name or token anywhere', async () => {
-    const { exporter, tracerProvider } = tracerSetup();
-    const client = new Redis(redis.server.port, '127.0.0.1');
+    const { exporter, tracerProvider, client, end } = tracerSetup();
     const prefix = uniquePrefix();
     let renewals = 0;
     const locks = createLocks({ redis: client, prefix, tracerProvider, keyGroup: (name) => name.split(':')[0]!, hooks: { renewed: () => void renewals++ } });
@@ -59,15 +67,12 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       expect(text).not.toContain('orders:9');
       expect(text).not.toContain(lease.token);
     } finally {
-      await locks.close();
-      client.disconnect();
-      await tracerProvider.shutdown();
+      await end(locks);
     }
   });
 
   it('ends the hold span of a lost lease with status error and the reason, and records a release that failed', async () => {
-    const { exporter, tracerProvider } = tracerSetup();
-    const client = new Redis(redis.server.port, '127.0.0.1');
+    const { exporter, tracerProvider, client, end } = tracerSetup();
     const prefix = uniquePrefix();
     let renewals = 0;
     const locks = createLocks({ redis: client, prefix, tracerProvider, hooks: { renewed: () => void renewals++ } });
@@ -116,15 +121,12 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       for (const name of ['jobs:1', 'jobs:2', 'jobs:3', 'pool']) expect(text).not.toContain(name);
       for (const token of tokens) expect(text).not.toContain(token);
     } finally {
-      await locks.close();
-      client.disconnect();
-      await tracerProvider.shutdown();
+      await end(locks);
     }
   });
 
   it('gives every acquire span an outcome: a reentrant call that joined its scope, and a misuse (with its error type)', async () => {
-    const { exporter, tracerProvider } = tracerSetup();
-    const client = new Redis(redis.server.port, '127.0.0.1');
+    const { exporter, tracerProvider, client, end } = tracerSetup();
     const locks = createLocks({ redis: client, prefix: uniquePrefix(), tracerProvider, reentrant: true });
     try {
       await locks.withLock('jobs:outer', async (outer) => {
@@ -139,15 +141,12 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       expect(acquires[1]!.attributes['latchkey.fence']).toBe(acquires[0]!.attributes['latchkey.fence']);
       expect(acquires[2]!.attributes['error.type']).toBe('INVALID_OPTION');
     } finally {
-      await locks.close();
-      client.disconnect();
-      await tracerProvider.shutdown();
+      await end(locks);
     }
   });
 
   it('names a forced release as forced in the release span too, as in the hold span: the release ends first', async () => {
-    const { exporter, tracerProvider } = tracerSetup();
-    const client = new Redis(redis.server.port, '127.0.0.1');
+    const { exporter, tracerProvider, client, end } = tracerSetup();
     const prefix = uniquePrefix();
     const locks = createLocks({ redis: client, prefix, tracerProvider });
     const operator = createLocks({ redis: client, prefix });
@@ -160,16 +159,12 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       expect(spans[0]!.attributes).toMatchObject({ 'latchkey.outcome': 'lost', 'latchkey.lost.reason': 'forced' });
       expect(spans[1]!.attributes).toMatchObject({ 'latchkey.lease.end': 'lost', 'latchkey.lost.reason': 'forced' });
     } finally {
-      await operator.close();
-      await locks.close();
-      client.disconnect();
-      await tracerProvider.shutdown();
+      await end(operator, locks);
     }
   });
 
   it('records the release of a lease whose validity ran out unwatched as lost (expired), though it deleted the key still there', async () => {
-    const { exporter, tracerProvider } = tracerSetup();
-    const client = new Redis(redis.server.port, '127.0.0.1');
+    const { exporter, tracerProvider, client, end } = tracerSetup();
     const prefix = uniquePrefix();
     // Validity ends half a TTL before the key expires in Redis: the release still finds the key.
     const locks = createLocks({ redis: client, prefix, tracerProvider, driftFactor: 0.5 });
@@ -184,9 +179,7 @@ describe('observability: OpenTelemetry metrics (redis-server, ioredis)', () => {
       expect(hold.attributes).toMatchObject({ 'latchkey.lease.end': 'lost', 'latchkey.lost.reason': 'expired', 'error.type': 'LEASE_LOST' });
       expect(release.attributes).toMatchObject({ 'latchkey.outcome': 'lost', 'latchkey.lost.reason': 'expired' });
     } finally {
-      await locks.close();
-      client.disconnect();
-      await tracerProvider.shutdown();
+      await end(locks);
     }
   });
 });
