@@ -83,8 +83,8 @@ const lastMade: { bounded: object | undefined } = { bounded: undefined };
 export interface SettleOptions<T> {
   /** Sees a value that arrives after the call stopped being waited for (the deadline, or a stop). */
   readonly late?: (value: T) => void;
-  /** Sees every rejection of the call, on time or late. */
-  readonly failed?: (error: unknown) => void;
+  /** Sees every rejection of the call, on time or late (`late`: after it stopped being waited for). */
+  readonly failed?: (error: unknown, late: boolean) => void;
   /** Given a `cancel` that ends the wait at once with its reason while it waits; undefined after. */
   readonly stoppable?: { cancel: ((reason: unknown) => void) | undefined };
 }
@@ -119,7 +119,7 @@ class Bounded<T> implements Deadline {
   #done = false;
   #expire: (() => Error) | undefined;
   readonly #late: ((value: T) => void) | undefined;
-  readonly #failed: ((error: unknown) => void) | undefined;
+  readonly #failed: ((error: unknown, late: boolean) => void) | undefined;
   #stoppable: { cancel: ((reason: unknown) => void) | undefined } | undefined;
   #resolve: ((value: T) => void) | undefined;
   #reject: ((error: unknown) => void) | undefined;
@@ -156,7 +156,7 @@ class Bounded<T> implements Deadline {
   }
 
   error(error: unknown): void {
-    this.#failed?.(error);
+    this.#failed?.(error, this.#done);
     const reject = this.#reject;
     if (this.#end()) reject!(error);
   }

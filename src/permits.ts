@@ -122,7 +122,14 @@ export class Permits {
         grant = await waiter.waitRemotely(first.reply.acquired ? undefined : first);
       }
       waiter.exit(true);
-      return this.#lease(keys, token, ttl, renew, grant);
+      const lease = this.#lease(keys, token, ttl, renew, grant);
+      if (waiter.stop) {
+        // Stopped between the win and now (an abort, close()): the permits are given back, as a
+        // lock's lease is (LockWaits.#serve), and the caller gets the stop's reason.
+        lease.release().catch(() => {});
+        throw waiter.stop.reason;
+      }
+      return lease;
     } catch (error) {
       waiter.exit(false);
       throw error;

@@ -137,8 +137,10 @@ if waiter then
   local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
   redis.call('HSET', aliveKey, waiter, (nowMs + entryTtl) .. ' ' .. ttl .. ' ' .. token)
-  redis.call('PEXPIRE', queueKey, entryTtl * 2)
-  redis.call('PEXPIRE', aliveKey, entryTtl * 2)
+  -- The keys outlive this entry (2 x its ttl), and are never shortened: another manager's entries
+  -- (a longer entry ttl: a longer recheck) keep theirs. PTTL reads, where PEXPIRE writes (and replicates).
+  if redis.call('PTTL', queueKey) < entryTtl then redis.call('PEXPIRE', queueKey, entryTtl * 2) end
+  if redis.call('PTTL', aliveKey) < entryTtl then redis.call('PEXPIRE', aliveKey, entryTtl * 2) end
 end
 local busy = {0, redis.call('PTTL', lockKey)}
 if #current == 40 then

@@ -20,7 +20,7 @@
      listener, -3 when it did not or ARGV[3] is absent (the caller wakes it);
    - otherwise its entry's deadline is moved to now + entry ttl, the rest of the entry ("<ttl>
      <token>", what a release needs to grant it the lock) kept as it is, and the queue and alive
-     keys live 2 × entry ttl more, as acquire.lua's busy path does; reported: the lock's PTTL
+     keys made to outlive it (never shortened), as acquire.lua's busy path does; reported: the lock's PTTL
      (> 0: held; -1: held with no expiry; -2: free).
   The keeper never creates an entry: a waiter that left (leave.lua) is not queued again.
 
@@ -61,8 +61,10 @@ for waiter in string.gmatch(ARGV[2], '%S+') do
     end
   else
     redis.call('HSET', aliveKey, waiter, deadline .. ' ' .. rest)
-    redis.call('PEXPIRE', queueKey, entryTtl * 2)
-    redis.call('PEXPIRE', aliveKey, entryTtl * 2)
+    -- The keys outlive this entry (2 x its ttl), and are never shortened: another manager's entries
+    -- (a longer entry ttl: a longer recheck) keep theirs. PTTL reads, where PEXPIRE writes (and replicates).
+    if redis.call('PTTL', queueKey) < entryTtl then redis.call('PEXPIRE', queueKey, entryTtl * 2) end
+    if redis.call('PTTL', aliveKey) < entryTtl then redis.call('PEXPIRE', aliveKey, entryTtl * 2) end
     replies[i] = redis.call('PTTL', lockKey)
   end
 end

@@ -30,7 +30,8 @@
 
   Returns
     {1, fence}  acquired; fence = max(last fence + 1, server TIME in µs). When permits are left
-                over and waiters are queued, the first live one is woken ("<waiter> 0") to try.
+                over and waiters are queued, the first live one a listener hears is woken
+                ("<waiter> 0") to try (one nobody hears is marked passed over).
                 If the caller already holds permits under ARGV[1] (a replayed acquire), its
                 lease is refreshed and its fence returned again.
     {0, ms}     must wait: ms until the earliest holder expires (0 if the queue, not the
@@ -110,11 +111,27 @@ if (head == nil or head == waiter) and used + want <= limit then
   if waiter ~= '' and redis.call('ZREM', queueKey, waiter) == 1 then
     redis.call('HDEL', aliveKey, waiter)
   end
-  -- Permits left over: the next waiter may fit; it finds out by trying.
+  -- Permits left over: the next waiter may fit; it finds out by trying. The first live one a
+  -- listener hears is told, in one pass over the queue as semaphore-release.lua makes it: an
+  -- expired entry is dropped, a marked one skipped (as firstLive does; a release drops it if it is
+  -- still unheard), and one nobody hears (its process died, or is between two subscriptions) is
+  -- marked " -" and passed over.
   if used + want < limit then
-    local nextWaiter = firstLive()
-    if nextWaiter then
-      redis.call(publish, ARGV[8] .. string.match(nextWaiter, '^(.*):[^:]*$'), nextWaiter .. ' 0')
+    local skip = 0
+    for _ = 1, 100 do
+      local head = redis.call('ZRANGE', queueKey, skip, skip)[1]
+      if not head then break end
+      local entry = redis.call('HGET', aliveKey, head) or '0'
+      if tonumber(string.match(entry, '^%d+')) <= nowMs then
+        redis.call('ZREM', queueKey, head)
+        redis.call('HDEL', aliveKey, head)
+      else
+        if string.sub(entry, -2) ~= ' -' then
+          if redis.call(publish, ARGV[8] .. string.match(head, '^(.*):[^:]*$'), head .. ' 0') > 0 then break end
+          redis.call('HSET', aliveKey, head, entry .. ' -')
+        end
+        skip = skip + 1
+      end
     end
   end
   return {1, fence}
@@ -124,8 +141,10 @@ if waiter ~= '' then
   local entryTtl = tonumber(ARGV[7])
   redis.call('ZADD', queueKey, 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), waiter)
   redis.call('HSET', aliveKey, waiter, nowMs + entryTtl)
-  redis.call('PEXPIRE', queueKey, entryTtl * 2)
-  redis.call('PEXPIRE', aliveKey, entryTtl * 2)
+  -- The keys outlive this entry (2 x its ttl), and are never shortened: another manager's entries
+  -- (a longer entry ttl: a longer recheck) keep theirs. PTTL reads, where PEXPIRE writes (and replicates).
+  if redis.call('PTTL', queueKey) < entryTtl then redis.call('PEXPIRE', queueKey, entryTtl * 2) end
+  if redis.call('PTTL', aliveKey) < entryTtl then redis.call('PEXPIRE', aliveKey, entryTtl * 2) end
 end
 if used + want > limit then
   local earliest = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')[2]

@@ -1,7 +1,9 @@
 --[[
   semaphore-leave: take a waiter that stops waiting out of the semaphore's queue; if it was the
-  first, wake the next live one (it may fit now); and say whether it holds permits anyway (an
-  acquire whose reply was lost: the caller then releases them).
+  first, wake the next live one (it may fit now), passing over a waiter nobody hears and dropping
+  an expired one as semaphore-release.lua does (a dead process's entry does not swallow the
+  wake-up); and say whether it holds permits anyway (an acquire whose reply was lost: the caller
+  then releases them).
 
   KEYS[1]  holders key sorted set: token -> expiry (server ms)
   KEYS[2]  queue key   sorted set of waiters
@@ -16,10 +18,14 @@
     0  otherwise
 ]]
 local publish = ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH'
--- The first waiter that holds the others back: entries a release passed over (marked " -") do not.
+local now = redis.call('TIME')
+local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+-- The first waiter that holds the others back: entries a release passed over (marked " -") and
+-- expired ones (semaphore-acquire.lua drops them) do not.
 local function first()
   for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, 9)) do
-    if string.sub(redis.call('HGET', KEYS[3], member) or '', -2) ~= ' -' then return member end
+    local entry = redis.call('HGET', KEYS[3], member) or '0'
+    if tonumber(string.match(entry, '^%d+')) > nowMs and string.sub(entry, -2) ~= ' -' then return member end
   end
   return nil
 end
@@ -27,9 +33,24 @@ local wasFirst = first() == ARGV[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if wasFirst then
-  local nextWaiter = first()
-  if nextWaiter then
-    redis.call(publish, ARGV[3] .. string.match(nextWaiter, '^(.*):[^:]*$'), nextWaiter .. ' 0')
+  -- The next live waiter a listener hears, as semaphore-release.lua finds it: an expired entry is
+  -- dropped; one nobody hears is passed over (marked " -") the first time, dropped the second.
+  local skip = 0
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', KEYS[2], skip, skip)[1]
+    if not head then break end
+    local entry = redis.call('HGET', KEYS[3], head) or '0'
+    local live = tonumber(string.match(entry, '^%d+')) > nowMs
+    if live and redis.call(publish, ARGV[3] .. string.match(head, '^(.*):[^:]*$'), head .. ' 0') > 0 then
+      break
+    end
+    if live and string.sub(entry, -2) ~= ' -' then
+      redis.call('HSET', KEYS[3], head, entry .. ' -')
+      skip = skip + 1
+    else
+      redis.call('ZREM', KEYS[2], head)
+      redis.call('HDEL', KEYS[3], head)
+    end
   end
 end
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then

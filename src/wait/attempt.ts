@@ -44,8 +44,13 @@ export function attempt(
   sentAt?: number,
 ): Promise<AcquireReply> {
   const acquiring = backend.acquire(keys, token, ttl, queue);
-  const failed = (error: unknown): void => {
-    if (limit?.retriesRefused && (isSlotRefusal(error) || isClientTimeout(error))) return;
+  const failed = (error: unknown, late = false): void => {
+    // Not while the waiter goes on with the same token (see AttemptLimit.retriesRefused). But once
+    // the attempt stopped being waited for (the deadline, a stop), the wait is over and its exit
+    // has run, not knowing of this failure: the client's timeout says the command may still run
+    // (a paused Redis runs it on resume), and what it wins is given back, after it on the same
+    // connection (on a Cluster client that may send it later, repeated: late-acquires.ts).
+    if (!late && limit?.retriesRefused && (isSlotRefusal(error) || isClientTimeout(error))) return;
     giveBack(backend, keys, token); // the reply may be what was lost
   };
   if (!limit || backend.boundsCalls) {

@@ -49,6 +49,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   granted: number | undefined = undefined;
   /** When the attempt that a grant counts from was sent: set with `granted` (see inbox-listener.ts). */
   grantedFrom = 0;
+  /** A wake-up (or the inbox's reconnect) was read since the last attempt was sent: the sleep after a busy reply is skipped. */
   woken = false;
   /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
   joined = false;
@@ -141,8 +142,14 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     this.cancel?.(reason);
   }
 
-  /** One attempt (see {@link sendAttempt}); `at`: when it counts as sent, if the caller read the clock just before. */
+  /**
+   * One attempt (see {@link sendAttempt}); `at`: when it counts as sent, if the caller read the clock
+   * just before. A wake-up read before it is sent is answered by it (one during a Redlock's back-off
+   * after a split vote, or while the inbox joins, no longer skips the sleep after a busy reply); one
+   * read while it is in flight is not (its reply may be older), and skips that sleep.
+   */
   attempt(at?: number): Promise<Attempt> {
+    this.woken = false;
     return sendAttempt(this, this.#context, at);
   }
 
@@ -227,7 +234,6 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
           await this.#sleep(Math.min(nextDelay(this.strategy, this.attempts - 1, holderTtl, tuning), remaining));
         }
       }
-      this.woken = false;
     }
   }
 
