@@ -12,6 +12,7 @@ import { lockInfo, type LockInfo } from './lock-info.js';
 import type { Locks } from './locks-api.js';
 import { LockWaits } from './lock-waits.js';
 import type { ManagerContext } from './manager/context.js';
+import { boundedCall } from './manager/bounded-call.js';
 import { LastMade } from './manager/last-made.js';
 import { refuseCallbackFirst, runHolding, splitCallback } from './manager/run-holding.js';
 import { callSettings, checkCount, isReentrant, readSettings, type Settings } from './manager/settings.js';
@@ -176,18 +177,24 @@ class LockManager implements Locks {
     checkKey(resource, 'resource');
     if (typeof value !== 'string') throw new InvalidOptionError('value', 'a string (serialise objects with JSON.stringify)', value);
     const f = checkFence(fence instanceof Lease ? fence.fence : fence);
-    const reply = await this.#ctx.backend.fencedWrite(resource, value, f);
+    const backend = this.#ctx.backend;
+    const reply = await boundedCall(backend, 'fencedWrite', `a fenced write of "${resource}"`, backend.fencedWrite(resource, value, f));
     if (!reply.accepted) throw new StaleFenceError(resource, f, reply.highest);
   }
 
   async fencedRead(resource: string): Promise<FencedValue | null> {
     this.#assertOpen();
-    return this.#ctx.backend.fencedRead(checkKey(resource, 'resource'));
+    const backend = this.#ctx.backend;
+    return boundedCall(backend, 'fencedRead', `a fenced read of "${resource}"`, backend.fencedRead(checkKey(resource, 'resource')));
   }
 
   async inspect(key: string): Promise<LockInfo> {
     this.#assertOpen();
     const name = checkKey(key);
+    return boundedCall(this.#ctx.backend, 'inspect', `a look at lock "${name}"`, this.#inspect(name));
+  }
+
+  async #inspect(name: string): Promise<LockInfo> {
     const snapshot = await this.#ctx.backend.inspect(this.#ctx.lockKeys.get(name));
     return lockInfo(name, snapshot, await this.#ctx.holders.holderOf(snapshot));
   }
@@ -195,14 +202,21 @@ class LockManager implements Locks {
   async list(pattern = '*'): Promise<LockInfo[]> {
     this.#assertOpen();
     if (typeof pattern !== 'string' || pattern === '') throw new InvalidOptionError('pattern', 'a non-empty Redis glob pattern, e.g. "orders:*"', pattern);
-    const names = await this.#ctx.backend.lockNames(this.#ctx.settings.prefix, pattern);
-    const infos = await Promise.all(names.map((name) => this.inspect(name)));
+    const backend = this.#ctx.backend;
+    // Bounded per round trip, not as a whole (a large keyspace takes many SCAN pages, each bounded
+    // where it is sent: scanAll), so that a list that takes long because it is long does not fail.
+    const names = await backend.lockNames(this.#ctx.settings.prefix, pattern);
+    const infos = await Promise.all(names.map((name) => boundedCall(backend, 'list', `a look at lock "${name}"`, this.#inspect(name))));
     return infos.filter((info) => info.held);
   }
 
   async forceRelease(key: string): Promise<LockInfo | null> {
     this.#assertOpen();
     const name = checkKey(key);
+    return boundedCall(this.#ctx.backend, 'forceRelease', `a forced release of lock "${name}" (it may still run)`, this.#forceRelease(name));
+  }
+
+  async #forceRelease(name: string): Promise<LockInfo | null> {
     const keys = this.#ctx.lockKeys.get(name);
     const backend = this.#ctx.backend;
     // The lease can change hands between the look and the release: look again, a few times.

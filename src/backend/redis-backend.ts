@@ -1,5 +1,5 @@
 import { isClientTimeout, type ScriptClient } from '../client/script-client.js';
-import { BackendError, ReplicationError } from '../errors.js';
+import { BackendError, ReplicationError, UnreachableError } from '../errors.js';
 import { escapeGlob, inboxPrefix, namesOf, type LockKeys } from '../keys.js';
 import type { LuaScript } from '../lua/lua-script.js';
 import { asInteger, runScript, runScriptReplicated } from '../lua/run-script.js';
@@ -333,6 +333,8 @@ export function redisBackend(client: ScriptClient | Promise<ScriptClient>, prefi
       try {
         return namesOf(await client.scan(`${escapeGlob(keyPrefix)}{${pattern}}`), keyPrefix);
       } catch (error) {
+        // A page that got no reply (scanAll's bound): the server named, as every such error does.
+        if (error instanceof UnreachableError) throw new UnreachableError('list', 'a page of SCAN', backend.server, error.waited, backend.lastError?.());
         throw new BackendError('scan', error instanceof Error ? error.message : String(error), { cause: error });
       }
     },

@@ -23,12 +23,26 @@ export function describeUrl(url: string): string {
   }
 }
 
-function checkUrl(url: string, option: string): string {
+/**
+ * Text that failed to parse as a URL, as it may be shown: whatever stands between the scheme and
+ * the last `@` (a user and password, perhaps with the character that broke the parse) replaced
+ * by `***`.
+ */
+export function withoutCredentials(text: string): string {
+  const at = text.lastIndexOf('@');
+  if (at < 0) return text;
+  const scheme = text.indexOf('://');
+  const from = scheme >= 0 && scheme < at ? scheme + 3 : 0;
+  return `${text.slice(0, from)}***${text.slice(at)}`;
+}
+
+/** `url`, checked; `shown`: how an error names it (by default the text without its credentials). */
+function checkUrl(url: string, option: string, shown = `"${withoutCredentials(url)}"`): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`${option}: "${url}" is not a URL (expected redis://host:port or rediss://user:password@host:port/db)`, EXIT.USAGE);
+    throw new CliError(`${option}: ${shown} is not a URL (expected redis://host:port or rediss://user:password@host:port/db)`, EXIT.USAGE);
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
     throw new CliError(`${option}: ${describeUrl(url)} is not a redis:// or rediss:// URL`, EXIT.USAGE);
@@ -67,7 +81,9 @@ export async function connect(options: ConnectionOptions, extra: { ttl?: number 
   let where: string;
   if (options.redlock !== undefined) {
     if (options.url !== undefined) throw new CliError('--url and --redlock exclude each other: give one', EXIT.USAGE);
-    const urls = options.redlock.split(',').map((u) => checkUrl(u.trim(), '--redlock'));
+    // A password with a comma in it splits too: then no piece is shown, for a piece may be part of it.
+    const secret = options.redlock.includes('@');
+    const urls = options.redlock.split(',').map((u, i) => checkUrl(u.trim(), '--redlock', secret ? `URL ${i + 1}` : undefined));
     if (urls.length < 2) throw new CliError('--redlock: give at least 2 URLs separated by commas (3 or 5 independent masters)', EXIT.USAGE);
     const driver = await loadDriver();
     // A minority of nodes may be down: Redlock works on without them.

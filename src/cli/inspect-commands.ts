@@ -69,7 +69,9 @@ export async function watch(pattern: string, options: ConnectionOptions & { inte
   });
   try {
     for (;;) {
-      const infos = await connection.locks.list(pattern);
+      // Ctrl-C ends a refresh that Redis does not answer too (the library gives up on it after 5s).
+      const infos = await Promise.race([connection.locks.list(pattern), stopped]);
+      if (!infos) return EXIT.OK;
       draw(`${lockTable(infos)}\n${connection.where} · ${new Date().toISOString()} · every ${formatDuration(options.interval)} · Ctrl-C to stop`);
       const tick = new Promise<'tick'>((resolve) => setTimeout(() => resolve('tick'), options.interval).unref());
       if ((await Promise.race([tick, stopped.then(() => 'stop' as const)])) === 'stop') return EXIT.OK;

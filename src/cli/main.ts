@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { Command, CommanderError, Option } from 'commander';
-import { LockError, MIN_TTL } from '../index.js';
+import { InvalidOptionError, LockError, MIN_TTL, UnreachableError } from '../index.js';
 import { DEFAULT_URL, type ConnectionOptions } from './connect.js';
 import { parseDuration } from './duration.js';
 import { exec } from './exec.js';
@@ -17,10 +17,11 @@ Exit codes:
   0    success; exec: the command's own code (128+N if a signal N killed it)
   1    an error (Redis refused a command, an unexpected failure)
   3    status: the lock is free; release: it was not held
-  64   bad usage (unknown option, invalid duration or URL)
-  69   Redis could not be reached
+  64   bad usage (unknown option, invalid duration, URL or lock name)
+  69   Redis could not be reached, or did not answer within 5s
   75   exec: the lock is busy (--no-wait, or --wait ran out); see --conflict-exit-code
   76   exec: the lease was lost while the command ran; the command was stopped
+  126  exec: the command could not be run
   127  exec: the command was not found
   130  exec: interrupted while waiting for the lock`;
 
@@ -30,6 +31,9 @@ function withConnection(command: Command): Command {
     .option('--redlock <urls>', 'comma-separated URLs of independent masters: lock by majority (Redlock)')
     .option('--prefix <prefix>', 'key prefix (default "latchkey:")');
 }
+
+/** The shortest `watch --interval`, ms. */
+const MIN_INTERVAL = 100;
 
 const duration = (option: string) => (text: string) => parseDuration(text, option);
 
@@ -95,8 +99,12 @@ export function program(done: (code: number) => void): Command {
       .command('watch')
       .description('a live view of the locks held, refreshed in place')
       .argument('[pattern]', 'a Redis glob over lock names', '*')
-      .addOption(new Option('--interval <duration>', 'refresh period').default(1000, '1s').argParser(duration('--interval'))),
-  ).action(async (pattern: string, o: ConnectionOptions & { interval: number }) => done(await watch(pattern, o)));
+      .addOption(new Option('--interval <duration>', 'refresh period, at least 100ms').default(1000, '1s').argParser(duration('--interval'))),
+  ).action(async (pattern: string, o: ConnectionOptions & { interval: number }) => {
+    // Each refresh scans the whole keyspace: a tight loop would load the server for nothing.
+    if (o.interval < MIN_INTERVAL) throw new CliError(`--interval: at least ${MIN_INTERVAL}ms, got ${o.interval}ms`, EXIT.USAGE);
+    done(await watch(pattern, o));
+  });
 
   withConnection(
     root
@@ -126,7 +134,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const message = error instanceof LockError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
     process.stderr.write(`latchkey: ${message}\n`);
-    return EXIT.ERROR;
+    // A lock name or pattern the library refuses (empty, an unbalanced hash tag) is bad usage; a
+    // Redis that stopped answering (status, list, watch, release: 5s) is one that cannot be reached.
+    if (error instanceof InvalidOptionError) return EXIT.USAGE;
+    return error instanceof UnreachableError ? EXIT.UNAVAILABLE : EXIT.ERROR;
   }
 }
 

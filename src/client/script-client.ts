@@ -2,6 +2,9 @@
  * The slice of a Redis client latchkey needs, whatever the driver. Adapters wrap the user's
  * client without changing it: no `defineCommand`, no listeners on it, nothing left behind.
  */
+import { settleBy } from '../deadlines.js';
+import { UnreachableError } from '../errors.js';
+
 export interface ScriptClient {
   /** Which driver is underneath. */
   readonly driver: 'ioredis' | 'node-redis' | 'valkey-glide';
@@ -226,12 +229,20 @@ export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | unde
   });
 }
 
-/** Runs a SCAN loop with `page(cursor)` returning `[next cursor, keys]`. */
+/** How long one SCAN page may go unanswered, ms (as long as a call of `list()`'s own: manager/bounded-call.ts). */
+export const SCAN_PAGE_BOUND = 5000;
+
+/**
+ * Runs a SCAN loop with `page(cursor)` returning `[next cursor, keys]`. Each page is bounded on
+ * latchkey's clock ({@link SCAN_PAGE_BOUND}: an {@link UnreachableError}), not the whole loop: a
+ * large keyspace takes many pages, each answered.
+ */
 export async function scanAll(page: (cursor: string) => Promise<unknown>): Promise<string[]> {
   const keys: string[] = [];
   let cursor = '0';
   do {
-    const reply = await page(cursor);
+    const sent = performance.now();
+    const reply = await settleBy(page(cursor), sent + SCAN_PAGE_BOUND, () => new UnreachableError('list', 'a page of SCAN', undefined, performance.now() - sent));
     if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) {
       throw new Error(`unexpected SCAN reply ${JSON.stringify(reply)}`);
     }

@@ -50,6 +50,8 @@
   Errors
     "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else (the wrong key?).
                 Nothing is written then.
+    "ERR latchkey: ... a Unix time in seconds|milliseconds"  KEYS[1] holds a timestamp of the
+                other unit: the compat mode does not match the legacy services. Nothing is written.
     WRONGTYPE   one of the keys holds a value of another type. Nothing is written then.
 ]]
 local lockKey, ownerKey, fenceKey, queueKey, aliveKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -66,6 +68,16 @@ if current then
   if not string.match(current, '^%d+$') then
     return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds "' .. string.sub(current, 1, 40) .. '", not a timestamp')
   end
+  -- A timestamp of the other unit (Unix seconds have 10 digits from 2001 to 5138, milliseconds 13
+  -- after 1973) would be read as 1970 or as the year 55,000: a `compat` mode that does not match
+  -- the legacy services lets a latchkey lease and a legacy one hold the lock together. Refused,
+  -- nothing written. (A small value, "0" say, is an expired timestamp in either unit.)
+  local n = tonumber(current)
+  if (unit == 1 and n >= 1e9 and n < 1e11) or (unit ~= 1 and n >= 1e11) then
+    local theirs, mode = 'seconds', 'timestamp-seconds'
+    if unit ~= 1 then theirs, mode = 'milliseconds', 'timestamp' end
+    return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds ' .. current .. ', a Unix time in ' .. theirs .. ": give createLocks({ compat: '" .. mode .. "' })")
+  end
   mine = redis.call('GET', ownerKey) == token and redis.call('PTTL', lockKey) >= 0
   local heldUntil = (tonumber(current) + 1) * unit - 1
   if nowMs <= heldUntil and not mine then
@@ -73,8 +85,10 @@ if current then
       local entryTtl = tonumber(ARGV[5])
       redis.call('ZADD', queueKey, 'NX', tonumber(time[1]) * 1000000 + tonumber(time[2]), waiter)
       redis.call('HSET', aliveKey, waiter, (nowMs + entryTtl) .. ' ' .. ARGV[2] .. ' ' .. token)
-      redis.call('PEXPIRE', queueKey, entryTtl * 2)
-      redis.call('PEXPIRE', aliveKey, entryTtl * 2)
+      -- The keys outlive this entry (2 x its ttl), and are never shortened: another manager's entries
+      -- (a longer entry ttl: a longer recheck) keep theirs. PTTL reads, where PEXPIRE writes (and replicates).
+      if redis.call('PTTL', queueKey) < entryTtl then redis.call('PEXPIRE', queueKey, entryTtl * 2) end
+      if redis.call('PTTL', aliveKey) < entryTtl then redis.call('PEXPIRE', aliveKey, entryTtl * 2) end
     end
     local busy = {0, heldUntil - nowMs}
     -- A latchkey lease (the lock key has an expiry: see above): its manager's tag.

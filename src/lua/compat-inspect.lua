@@ -18,6 +18,8 @@
     (see register-holder.lua); a legacy holder has none.
   Errors
     "ERR latchkey: ... not a timestamp"  KEYS[1] holds something else.
+    "ERR latchkey: ... a Unix time in seconds|milliseconds"  KEYS[1] holds a timestamp of the
+                other unit: the compat mode does not match the legacy services.
     WRONGTYPE  one of the keys holds a value of another type.
 ]]
 local lockKey = KEYS[1]
@@ -29,6 +31,16 @@ local token, ms = false, 0
 if current then
   if not string.match(current, '^%d+$') then
     return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds "' .. string.sub(current, 1, 40) .. '", not a timestamp')
+  end
+  -- A timestamp of the other unit (Unix seconds have 10 digits from 2001 to 5138, milliseconds 13
+  -- after 1973) would be read as 1970 or as the year 55,000: a `compat` mode that does not match
+  -- the legacy services lets a latchkey lease and a legacy one hold the lock together. Refused,
+  -- nothing written. (A small value, "0" say, is an expired timestamp in either unit.)
+  local n = tonumber(current)
+  if (unit == 1 and n >= 1e9 and n < 1e11) or (unit ~= 1 and n >= 1e11) then
+    local theirs, mode = 'seconds', 'timestamp-seconds'
+    if unit ~= 1 then theirs, mode = 'milliseconds', 'timestamp' end
+    return redis.error_reply('ERR latchkey: the lock key ' .. lockKey .. ' holds ' .. current .. ', a Unix time in ' .. theirs .. ": give createLocks({ compat: '" .. mode .. "' })")
   end
   local time = redis.call('TIME')
   local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

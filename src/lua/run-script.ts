@@ -115,7 +115,13 @@ function checkArity(script: LuaScript, keys: readonly string[], args: readonly s
 }
 
 function describeCause(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  if (!(error instanceof Error)) return String(error);
+  if (error.message) return error.message;
+  // Node's AggregateError for a connection refused on every address (node-redis passes it on) has
+  // no message of its own: its errors', or its code, say what happened.
+  const inner = error instanceof AggregateError ? (error.errors as unknown[]).map(describeCause).filter(Boolean) : [];
+  const code = (error as { code?: unknown }).code;
+  return inner.length > 0 ? [...new Set(inner)].join('; ') : typeof code === 'string' ? code : error.constructor.name || error.name;
 }
 
 /** Narrows a script's integer reply. */

@@ -3,7 +3,7 @@
  * mutual exclusion, exit codes, the lease-lost and Ctrl-C paths, inspection commands, and the
  * live status line in a real terminal (tmux).
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
@@ -11,10 +11,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, spawnCli, type CliRun } from '../helpers/cli-process.js';
 import { rawClient } from '../helpers/harness.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
-const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 let server: RedisServer;
 let raw: Redis;
 let url: string;
@@ -30,30 +30,8 @@ afterAll(async () => {
   await server.stop();
 });
 
-interface Run {
-  readonly child: ChildProcess;
-  /** Resolves when the process exits. */
-  readonly done: Promise<{ code: number | null; stdout: string; stderr: string }>;
-  /** Resolves once stdout contains `text`. */
-  printed(text: string): Promise<void>;
-}
-
 /** Spawns the command with REDIS_URL set to the test's server. */
-function latchkey(args: readonly string[], env: Record<string, string> = {}): Run {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, REDIS_URL: url, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const done = once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
-  const printed = async (text: string): Promise<void> => {
-    while (!stdout.includes(text)) {
-      const [exited] = await Promise.race([once(child.stdout!, 'data'), done.then(() => ['exit'])]);
-      if (exited === 'exit' && !stdout.includes(text)) throw new Error(`exited before printing "${text}": ${stderr}`);
-    }
-  };
-  return { child, done, printed };
-}
+const latchkey = (args: readonly string[], env: Record<string, string> = {}): CliRun => spawnCli(args, { REDIS_URL: url, ...env });
 
 const sh = (script: string): string[] => ['--', 'sh', '-c', script];
 const isAlive = (pid: number): boolean => {
@@ -234,6 +212,27 @@ describe('latchkey status, list, release', () => {
     const secret = await latchkey(['status', 'x', '--url', 'http://user:hunter2@127.0.0.1:1']).done;
     expect(secret.code).toBe(64);
     expect(secret.stderr).not.toContain('hunter2');
+    // A URL that does not parse (a port out of range, a '/' in the password) is not echoed whole:
+    // its credentials are left out, given as an argument or in REDIS_URL.
+    for (const url of ['redis://:hunter2@127.0.0.1:99999', 'redis://user:hun/ter2@127.0.0.1:1']) {
+      for (const run of [latchkey(['status', 'x', '--url', url]), latchkey(['status', 'x'], { REDIS_URL: url })]) {
+        const unparsed = await run.done;
+        expect(unparsed.code).toBe(64);
+        expect(unparsed.stderr).toMatch(/is not a URL/);
+        expect(unparsed.stderr).not.toMatch(/hunter2|hun\/ter2|ter2/);
+      }
+    }
+    const comma = await latchkey(['status', 'x', '--redlock', 'redis://u:hun,ter2@127.0.0.1:1,redis://127.0.0.1:2']).done;
+    expect(comma.code).toBe(64);
+    expect(comma.stderr).toMatch(/--redlock: URL \d is not a URL/);
+    expect(comma.stderr).not.toMatch(/hun|ter2/);
+    // A lock name the library refuses, and a refresh that would scan the keyspace in a tight loop.
+    const empty = await latchkey(['status', '']).done;
+    expect(empty.code).toBe(64);
+    expect(empty.stderr).toMatch(/^latchkey: .*INVALID_OPTION/);
+    const tight = await latchkey(['watch', '--interval', '0']).done;
+    expect(tight.code).toBe(64);
+    expect(tight.stderr).toBe('latchkey: --interval: at least 100ms, got 0ms\n');
     const http = await latchkey(['exec', '--url', 'http://x', 'x', '--', 'true']).done;
     expect(http.code).toBe(64);
     expect(http.stderr).toMatch(/^latchkey: --url: http:\/\/x.* is not a redis:\/\/ or rediss:\/\/ URL\n$/);

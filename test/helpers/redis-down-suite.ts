@@ -9,7 +9,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createLocks, LeaseLostError, UnreachableError, type Locks, type LocksOptions } from '../../src/index.js';
+import { BackendError, createLocks, LeaseLostError, UnreachableError, type Locks, type LocksOptions } from '../../src/index.js';
+import { CALL_BOUND } from '../../src/manager/bounded-call.js';
 import { uniquePrefix } from './harness.js';
 import { freePort, RedisServer } from './redis-server.js';
 
@@ -111,6 +112,22 @@ export function redisDownSuite(client: DownClient): void {
           expect((error as Error).message).toMatch(cause);
           expect((error as Error).message).not.toMatch(/held by another owner/);
           expect(ms).toBeLessThan(500 + ATTEMPT_GRACE + SLACK);
+        });
+
+        it(`${target.name}: inspect, list, forceRelease, fencedWrite and fencedRead reject within 5 s with UNREACHABLE`, async () => {
+          const { port } = await target.open();
+          const locks = await managerOn(port);
+          const calls = [() => locks.inspect('k'), () => locks.list(), () => locks.forceRelease('k'), () => locks.fencedWrite('r', 'v', 1), () => locks.fencedRead('r')];
+          for (const { error, ms } of await Promise.all(calls.map(settled))) {
+            expect(ms).toBeLessThan(CALL_BOUND + SLACK);
+            if (error instanceof UnreachableError) {
+              expect(error).toMatchObject({ code: 'UNREACHABLE', server: `127.0.0.1:${port}` });
+            } else {
+              // Or the client failed the call first (node-redis, whose connection was refused): its error, said.
+              expect(error).toBeInstanceOf(BackendError);
+              expect((error as Error).message).toMatch(client.reportsRefusal ? /ECONNREFUSED|closed/i : /./);
+            }
+          }
         });
 
         it(`${target.name}: tryAcquire rejects within min(ttl, 2 s) with UNREACHABLE naming the cause`, async () => {

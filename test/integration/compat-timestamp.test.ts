@@ -275,4 +275,26 @@ describe('compat mode: interoperating with the legacy timestamp lock', () => {
     expect(await redis.raw.get(key)).toBe('not-a-timestamp');
     await redis.raw.del(key);
   });
+
+  it('refuses a timestamp of the other unit (the wrong mode), which would let two hold the lock, and writes nothing', async () => {
+    // Legacy services in seconds, latchkey in milliseconds: their live timestamp reads as 1970.
+    const inMs = compatLocks({ compat: 'timestamp' });
+    const key = legacyKey();
+    const seconds = String(Math.floor(Date.now() / 1000) + 60);
+    await redis.raw.set(key, seconds);
+    for (const call of [inMs.tryAcquire(key), inMs.acquire(key, { wait: 0 }), inMs.inspect(key)]) {
+      const error = await call.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(BackendError);
+      expect((error as Error).message).toMatch(/a Unix time in seconds: give createLocks\(\{ compat: 'timestamp-seconds' \}\)/);
+    }
+    expect(await redis.raw.get(key)).toBe(seconds);
+    // Legacy services in milliseconds, latchkey in seconds: theirs reads as the year 55,000.
+    const inSeconds = compatLocks({ compat: 'timestamp-seconds' });
+    const ms = String(Date.now() + 60_000);
+    await redis.raw.set(key, ms);
+    const error = await inSeconds.tryAcquire(key).catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/a Unix time in milliseconds: give createLocks\(\{ compat: 'timestamp' \}\)/);
+    expect(await redis.raw.get(key)).toBe(ms);
+    await redis.raw.del(key);
+  });
 });
