@@ -114,7 +114,8 @@ export function redisDownSuite(client: DownClient): void {
           expect(ms).toBeLessThan(500 + ATTEMPT_GRACE + SLACK);
         });
 
-        it(`${target.name}: inspect, list, forceRelease, fencedWrite and fencedRead reject within 5 s with UNREACHABLE`, async () => {
+        // On the black hole only: against a refused port the calls wait on the same bound, or the client fails them first.
+        if (target.name.startsWith('a port that accepts')) it(`${target.name}: inspect, list, forceRelease, fencedWrite and fencedRead reject within 5 s with UNREACHABLE`, async () => {
           const { port } = await target.open();
           const locks = await managerOn(port);
           const calls = [() => locks.inspect('k'), () => locks.list(), () => locks.forceRelease('k'), () => locks.fencedWrite('r', 'v', 1), () => locks.fencedRead('r')];
