@@ -136,11 +136,22 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
   );
   connection.onTopologyChange?.(() => topology.check());
   connection.onReconnect(() => topology.check());
+  // A connection whose retry strategy gave up hears nothing more, as in openInbox: the inbox says
+  // so (the next join opens another, and its waiters join that one), and every waiter looks again.
+  let ended = false;
+  let closing = false;
+  connection.onEnd?.(() => {
+    if (ended || closing) return;
+    ended = true;
+    topology.close();
+    listener();
+  });
   return {
     listening: (keys) => {
       const entry = channels.get(channelOf(keys));
-      return entry !== undefined && entry.ready && entry.count > 0;
+      return !ended && entry !== undefined && entry.ready && entry.count > 0;
     },
+    ended: () => ended,
     join(keys) {
       const channel = channelOf(keys);
       const existing = channels.get(channel);
@@ -178,6 +189,7 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
         .catch(() => {});
     },
     close: () => {
+      closing = true;
       topology.close();
       return connection.close();
     },

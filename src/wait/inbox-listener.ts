@@ -48,11 +48,6 @@ export class InboxListener {
     this.#waiting.delete(member);
   }
 
-  /** Gives up one interest in grants for `keys` (as many as were joined). */
-  leave(keys: LockKeys): void {
-    this.#ready?.leave(keys);
-  }
-
   /** Opens the inbox once; later calls share it (a new one once its connection ended for good). */
   open(): Promise<Inbox> {
     const dead = this.#ready;

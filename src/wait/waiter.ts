@@ -1,4 +1,5 @@
 import { AsyncResource } from 'node:async_hooks';
+import type { Inbox } from '../backend/backend.js';
 import type { QuorumOutcome } from '../backend/quorum.js';
 import { now, validUntil } from '../clock.js';
 import { HolderSighting } from '../holder-names.js';
@@ -55,6 +56,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   joined = false;
   /** True while it holds one interest in the inbox's grants for this lock. */
   inboxJoined = false;
+  /** The inbox it holds that interest in: the one it gives it back to, even once the manager opened another. */
+  #joinedInbox: Inbox | undefined = undefined;
   /** True once the inbox hears grants and wake-ups for it (from its first attempt that may queue): the exit takes it out. */
   heard = false;
   /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
@@ -207,6 +210,12 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
       let t = now();
       let remaining = this.deadline - t;
       if (remaining <= 0) throw await this.#namedGiveUp(outcome);
+      if (this.joined && this.#joinedInbox?.ended?.() === true) {
+        // Its inbox's connection ended for good (a retry strategy that gave up): it joins the one the
+        // manager opens in its place, or releases would pass it over for want of a listener.
+        this.#leaveInbox();
+        this.joined = false;
+      }
       if (this.strategy === 'notify' && !this.joined) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
@@ -252,10 +261,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     const { backend, inbox, keeper } = this.#context;
     keeper?.drop(this, !won);
     if (this.heard) inbox.delete(this.member);
-    if (this.inboxJoined) {
-      this.inboxJoined = false;
-      inbox.leave(this.keys);
-    }
+    this.#leaveInbox();
     if (!won && (this.queuedRemotely || this.timedOut || this.wonLate)) {
       // A late win, or a timed-out attempt that may have taken the lock, is given back whatever
       // leave says (see leaveAndGiveBack).
@@ -300,9 +306,18 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     return this.#context.inbox.open().then(async (opened) => {
       if (this.state === 'done') return; // left meanwhile: nothing to leave later
       this.inboxJoined = true;
+      this.#joinedInbox = opened;
       await opened.join(this.keys);
     });
   }
+  /** Gives back its interest in the inbox's grants for this lock, if it holds one. */
+  #leaveInbox(): void {
+    if (!this.inboxJoined) return;
+    this.inboxJoined = false;
+    this.#joinedInbox?.leave(this.keys);
+    this.#joinedInbox = undefined;
+  }
+
 
   #sleep(ms: number): Promise<void> {
     return sleep(ms, (wake) => (this.wake = wake)).then(() => {

@@ -220,6 +220,34 @@ describe('the subscriber connection latchkey makes from the client', () => {
     }
   });
 
+  it('ioredis whose retryStrategy gives up: a waiter queued when its subscriber is dropped joins the new one and hears its grant', async () => {
+    const prefix = uniquePrefix();
+    const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
+    const client = new Redis(redis.server.port, '127.0.0.1', { retryStrategy: () => null });
+    client.on('error', () => {});
+    const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
+    const subscribers = async (): Promise<string[]> =>
+      [...((await redis.raw.client('LIST')) as string).matchAll(/^id=(\d+) .*\bsub=[1-9]/gm)].map((m) => m[1]!);
+    try {
+      const before = new Set(await subscribers());
+      const holder = await holderLocks.acquire('dropped', { ttl: 30_000 });
+      const waiting = waiterLocks.acquire('dropped', { wait: 10_000 });
+      await expect.poll(() => redis.raw.zcard(`${prefix}{dropped}:queue`), { timeout: 2000, interval: 2 }).toBe(1);
+      const made = (await subscribers()).filter((id) => !before.has(id));
+      expect(made).toHaveLength(1);
+      // Its subscriber dropped for good while it waits: it looks again, and joins a new one.
+      await redis.raw.client('KILL', 'ID', made[0]!);
+      await expect.poll(async () => (await subscribers()).filter((id) => !before.has(id) && id !== made[0]).length, { timeout: 3000, interval: 5 }).toBe(1);
+      await holder.release();
+      // Handed to the waiter in the release (its new inbox heard): not free for another caller.
+      expect(await holderLocks.tryAcquire('dropped', { ttl: 30_000 })).toBeNull();
+      await (await waiting).release();
+    } finally {
+      await waiterLocks.close();
+      client.disconnect();
+    }
+  });
+
   it('node-redis: close() ends a subscriber that cannot connect (Redis refuses it) and leaves it closed', async () => {
     const own = await RedisServer.start();
     const raw = new Redis(own.port, '127.0.0.1');
