@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
-import { BackendError, createLocks, InvalidOptionError } from '../../src/index.js';
+import { BackendError, createLocks, InvalidOptionError, type Locks } from '../../src/index.js';
 import { uniquePrefix, useRedisServer } from '../helpers/fixtures.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { managersClosedBy } from '../helpers/single-redis-managers.js';
@@ -167,6 +167,22 @@ describe('connecting', () => {
   });
 });
 
+/**
+ * A waiting manager over an ioredis client whose retryStrategy gives up (its subscriber copies it:
+ * dropped, it does not reconnect), a holder's manager, and the ids of the subscriber connections.
+ * The holder's TTLs and the waiter's recheck are far: only a grant it hears gets it a lock in time.
+ */
+async function givingUp(): Promise<{ prefix: string; holderLocks: Locks; client: Redis; waiterLocks: Locks; subscribers: () => Promise<string[]> }> {
+  const prefix = uniquePrefix();
+  const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
+  const client = new Redis(redis.server.port, '127.0.0.1', { retryStrategy: () => null });
+  client.on('error', () => {});
+  const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
+  const subscribers = async (): Promise<string[]> =>
+    [...((await redis.raw.client('LIST')) as string).matchAll(/^id=(\d+) .*\bsub=[1-9]/gm)].map((m) => m[1]!);
+  return { prefix, holderLocks, client, waiterLocks, subscribers };
+}
+
 describe('the subscriber connection latchkey makes from the client', () => {
   it('ioredis with enableOfflineQueue: false: a waiter still hears its grant (the subscriber queues its SUBSCRIBE while it connects)', async () => {
     const prefix = uniquePrefix();
@@ -189,11 +205,7 @@ describe('the subscriber connection latchkey makes from the client', () => {
   });
 
   it('ioredis whose retryStrategy gives up: a subscriber dropped for good is replaced at the next wait, which hears its grant', async () => {
-    const prefix = uniquePrefix();
-    const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
-    const client = new Redis(redis.server.port, '127.0.0.1', { retryStrategy: () => null });
-    client.on('error', () => {});
-    const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
+    const { prefix, holderLocks, client, waiterLocks, subscribers } = await givingUp();
     // The holder's TTL and the waiter's recheck are far: only a grant it hears gets it the lock in time.
     const waitOnce = async (name: string): Promise<void> => {
       const holder = await holderLocks.acquire(name, { ttl: 30_000 });
@@ -204,8 +216,6 @@ describe('the subscriber connection latchkey makes from the client', () => {
       expect(await holderLocks.tryAcquire(name, { ttl: 30_000 })).toBeNull();
       await (await waiting).release();
     };
-    const subscribers = async (): Promise<string[]> =>
-      [...((await redis.raw.client('LIST')) as string).matchAll(/^id=(\d+) .*\bsub=[1-9]/gm)].map((m) => m[1]!);
     try {
       const before = new Set(await subscribers());
       await waitOnce('first'); // opens the subscriber
@@ -221,13 +231,7 @@ describe('the subscriber connection latchkey makes from the client', () => {
   });
 
   it('ioredis whose retryStrategy gives up: a waiter queued when its subscriber is dropped joins the new one and hears its grant', async () => {
-    const prefix = uniquePrefix();
-    const holderLocks = await managerOn('ioredis', redis.server.port, { prefix });
-    const client = new Redis(redis.server.port, '127.0.0.1', { retryStrategy: () => null });
-    client.on('error', () => {});
-    const waiterLocks = createLocks({ redis: client, prefix, recheck: 60_000 });
-    const subscribers = async (): Promise<string[]> =>
-      [...((await redis.raw.client('LIST')) as string).matchAll(/^id=(\d+) .*\bsub=[1-9]/gm)].map((m) => m[1]!);
+    const { prefix, holderLocks, client, waiterLocks, subscribers } = await givingUp();
     try {
       const before = new Set(await subscribers());
       const holder = await holderLocks.acquire('dropped', { ttl: 30_000 });
