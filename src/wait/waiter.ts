@@ -1,5 +1,4 @@
 import { AsyncResource } from 'node:async_hooks';
-import type { Inbox } from '../backend/backend.js';
 import type { QuorumOutcome } from '../backend/quorum.js';
 import { now, validUntil } from '../clock.js';
 import { HolderSighting } from '../holder-names.js';
@@ -7,6 +6,7 @@ import type { LockKeys } from '../keys.js';
 import type { Lease } from '../lease/lease.js';
 import type { RenewOptions } from '../lease/watchdog.js';
 import { giveUpError, leaveAndGiveBack, noReplyError } from './give-up.js';
+import { InboxInterest } from './inbox-interest.js';
 import { sleep } from './sleep.js';
 import { nextDelay, type WaitStrategyName } from './strategy.js';
 import { sleepKept, type KeptWaiter } from './queue-keeper.js';
@@ -52,12 +52,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   grantedFrom = 0;
   /** A wake-up (or the inbox's reconnect) was read since the last attempt was sent: the sleep after a busy reply is skipped. */
   woken = false;
-  /** True once it tried to have the manager's inbox listen for this lock (once per wait). */
-  joined = false;
-  /** True while it holds one interest in the inbox's grants for this lock. */
-  inboxJoined = false;
-  /** The inbox it holds that interest in: the one it gives it back to, even once the manager opened another. */
-  #joinedInbox: Inbox | undefined = undefined;
+  /** Its interest in the inbox's grants for this lock (see inbox-interest.ts). */
+  readonly #interest: InboxInterest;
   /** True once the inbox hears grants and wake-ups for it (from its first attempt that may queue): the exit takes it out. */
   heard = false;
   /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
@@ -112,6 +108,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     this.deadline = spec.deadline;
     this.state = spec.state;
     this.lastSent = spec.started;
+    this.#interest = new InboxInterest(context.inbox, spec.keys);
   }
 
   /** Records the caller's async context: whatever serves this waiter later runs in it. */
@@ -210,13 +207,10 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
       let t = now();
       let remaining = this.deadline - t;
       if (remaining <= 0) throw await this.#namedGiveUp(outcome);
-      if (this.joined && this.#joinedInbox?.ended?.() === true) {
-        // Its inbox's connection ended for good (a retry strategy that gave up): it joins the one the
-        // manager opens in its place, or releases would pass it over for want of a listener.
-        this.#leaveInbox();
-        this.joined = false;
-      }
-      if (this.strategy === 'notify' && !this.joined) {
+      // Its inbox's connection ended for good (a retry strategy that gave up): it joins the one the
+      // manager opens in its place, or releases would pass it over for want of a listener.
+      this.#interest.lapsed();
+      if (this.strategy === 'notify' && !this.#interest.asked) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
           // Cluster another waiter's leave must not end the subscription under this one).
@@ -261,7 +255,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     const { backend, inbox, keeper } = this.#context;
     keeper?.drop(this, !won);
     if (this.heard) inbox.delete(this.member);
-    this.#leaveInbox();
+    this.#interest.giveBack();
     if (!won && (this.queuedRemotely || this.timedOut || this.wonLate)) {
       // A late win, or a timed-out attempt that may have taken the lock, is given back whatever
       // leave says (see leaveAndGiveBack).
@@ -302,20 +296,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
 
   /** Takes one interest in the inbox's grants for this lock (given back by the exit); resolves once listening. */
   #join(): Promise<void> {
-    this.joined = true;
-    return this.#context.inbox.open().then(async (opened) => {
-      if (this.state === 'done') return; // left meanwhile: nothing to leave later
-      this.inboxJoined = true;
-      this.#joinedInbox = opened;
-      await opened.join(this.keys);
-    });
-  }
-  /** Gives back its interest in the inbox's grants for this lock, if it holds one. */
-  #leaveInbox(): void {
-    if (!this.inboxJoined) return;
-    this.inboxJoined = false;
-    this.#joinedInbox?.leave(this.keys);
-    this.#joinedInbox = undefined;
+    return this.#interest.take(() => this.state === 'done');
   }
 
 
