@@ -42,6 +42,29 @@ async function subscriber(
   }
 }
 
+/**
+ * Whether an inbox's connection ended for good: one whose retry strategy gave up hears nothing
+ * more, so the inbox says so (the next join opens another, and its waiters join that one) and
+ * `onEnd` runs once (every waiter looks again at once rather than at its recheck). An end that
+ * `close()` caused is not one.
+ */
+function watchEnd(connection: SubscriberConnection, onEnd: () => void): { ended: () => boolean; close: () => Promise<void> } {
+  let ended = false;
+  let closing = false;
+  connection.onEnd?.(() => {
+    if (ended || closing) return;
+    ended = true;
+    onEnd();
+  });
+  return {
+    ended: () => ended,
+    close: () => {
+      closing = true;
+      return connection.close();
+    },
+  };
+}
+
 function subscribeError(error: unknown): BackendError {
   return new BackendError('subscribe', error instanceof Error ? error.message : String(error), { cause: error });
 }
@@ -63,22 +86,8 @@ export async function openInbox(client: ScriptClient, channel: string, listener:
     await connection.close().catch(() => {});
     throw subscribeError(error);
   }
-  // A connection whose retry strategy gave up hears nothing more: the inbox says so (the next
-  // join opens another), and every waiter looks again at once rather than at its recheck.
-  let ended = false;
-  let closing = false;
-  connection.onEnd?.(() => {
-    if (ended || closing) return;
-    ended = true;
-    listener();
-  });
-  return managerInbox(
-    () => {
-      closing = true;
-      return connection.close();
-    },
-    () => ended,
-  );
+  const end = watchEnd(connection, listener);
+  return managerInbox(() => end.close(), end.ended);
 }
 
 /**
@@ -136,22 +145,16 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
   );
   connection.onTopologyChange?.(() => topology.check());
   connection.onReconnect(() => topology.check());
-  // A connection whose retry strategy gave up hears nothing more, as in openInbox: the inbox says
-  // so (the next join opens another, and its waiters join that one), and every waiter looks again.
-  let ended = false;
-  let closing = false;
-  connection.onEnd?.(() => {
-    if (ended || closing) return;
-    ended = true;
+  const end = watchEnd(connection, () => {
     topology.close();
     listener();
   });
   return {
     listening: (keys) => {
       const entry = channels.get(channelOf(keys));
-      return !ended && entry !== undefined && entry.ready && entry.count > 0;
+      return !end.ended() && entry !== undefined && entry.ready && entry.count > 0;
     },
-    ended: () => ended,
+    ended: end.ended,
     join(keys) {
       const channel = channelOf(keys);
       const existing = channels.get(channel);
@@ -189,9 +192,8 @@ export async function openLockInbox(client: ScriptClient, managerId: string, lis
         .catch(() => {});
     },
     close: () => {
-      closing = true;
       topology.close();
-      return connection.close();
+      return end.close();
     },
   };
 }

@@ -229,12 +229,15 @@ export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | unde
   });
 }
 
-/** How long one SCAN page may go unanswered, ms (as long as a call of `list()`'s own: manager/bounded-call.ts). */
-export const SCAN_PAGE_BOUND = 5000;
+/**
+ * How long a call without a wait of its own waits for Redis, ms: each SCAN page here, and the
+ * calls of manager/bounded-call.ts (`inspect`, `list`'s looks, `forceRelease`, the fenced calls).
+ */
+export const CALL_BOUND = 5000;
 
 /**
  * Runs a SCAN loop with `page(cursor)` returning `[next cursor, keys]`. Each page is bounded on
- * latchkey's clock ({@link SCAN_PAGE_BOUND}: an {@link UnreachableError}), not the whole loop: a
+ * latchkey's clock ({@link CALL_BOUND}: an {@link UnreachableError}), not the whole loop: a
  * large keyspace takes many pages, each answered.
  */
 export async function scanAll(page: (cursor: string) => Promise<unknown>): Promise<string[]> {
@@ -242,7 +245,7 @@ export async function scanAll(page: (cursor: string) => Promise<unknown>): Promi
   let cursor = '0';
   do {
     const sent = performance.now();
-    const reply = await settleBy(page(cursor), sent + SCAN_PAGE_BOUND, () => new UnreachableError('list', 'a page of SCAN', undefined, performance.now() - sent));
+    const reply = await settleBy(page(cursor), sent + CALL_BOUND, () => new UnreachableError('list', 'a page of SCAN', undefined, performance.now() - sent));
     if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) {
       throw new Error(`unexpected SCAN reply ${JSON.stringify(reply)}`);
     }

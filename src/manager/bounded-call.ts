@@ -5,13 +5,12 @@
  * otherwise hold them for ever).
  */
 import type { Backend } from '../backend/backend.js';
-import { isClientTimeout } from '../client/script-client.js';
+import { CALL_BOUND, isClientTimeout } from '../client/script-client.js';
 import { now } from '../clock.js';
 import { settleBy } from '../deadlines.js';
 import { UnreachableError } from '../errors.js';
 
-/** How long a call without a wait of its own waits for Redis, ms. */
-export const CALL_BOUND = 5000;
+export { CALL_BOUND };
 
 /**
  * `call`'s outcome, or an {@link UnreachableError} once it has had no reply for {@link CALL_BOUND}

@@ -52,8 +52,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
   grantedFrom = 0;
   /** A wake-up (or the inbox's reconnect) was read since the last attempt was sent: the sleep after a busy reply is skipped. */
   woken = false;
-  /** Its interest in the inbox's grants for this lock (see inbox-interest.ts). */
-  readonly #interest: InboxInterest;
+  /** Its interest in the inbox's grants for this lock (see inbox-interest.ts), made at its first join: a lone caller's acquire makes none. */
+  #interest: InboxInterest | undefined = undefined;
   /** True once the inbox hears grants and wake-ups for it (from its first attempt that may queue): the exit takes it out. */
   heard = false;
   /** True from the moment an attempt that queues in the backend is sent: its exit then leaves the queue. */
@@ -108,7 +108,6 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     this.deadline = spec.deadline;
     this.state = spec.state;
     this.lastSent = spec.started;
-    this.#interest = new InboxInterest(context.inbox, spec.keys);
   }
 
   /** Records the caller's async context: whatever serves this waiter later runs in it. */
@@ -209,8 +208,8 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
       if (remaining <= 0) throw await this.#namedGiveUp(outcome);
       // Its inbox's connection ended for good (a retry strategy that gave up): it joins the one the
       // manager opens in its place, or releases would pass it over for want of a listener.
-      this.#interest.lapsed();
-      if (this.strategy === 'notify' && !this.#interest.asked) {
+      this.#interest?.lapsed();
+      if (this.strategy === 'notify' && this.#interest?.asked !== true) {
         if (inboxWasListening) {
           // Queued already: hold an interest in the inbox's grants for this lock while queued (on
           // Cluster another waiter's leave must not end the subscription under this one).
@@ -255,7 +254,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
     const { backend, inbox, keeper } = this.#context;
     keeper?.drop(this, !won);
     if (this.heard) inbox.delete(this.member);
-    this.#interest.giveBack();
+    this.#interest?.giveBack();
     if (!won && (this.queuedRemotely || this.timedOut || this.wonLate)) {
       // A late win, or a timed-out attempt that may have taken the lock, is given back whatever
       // leave says (see leaveAndGiveBack).
@@ -296,6 +295,7 @@ export class Waiter implements AttemptingWaiter, KeptWaiter {
 
   /** Takes one interest in the inbox's grants for this lock (given back by the exit); resolves once listening. */
   #join(): Promise<void> {
+    this.#interest ??= new InboxInterest(this.#context.inbox, this.keys);
     return this.#interest.take(() => this.state === 'done');
   }
 
